@@ -1,0 +1,96 @@
+"""dyn: dynamic neural networks with DyNet's Python API and a compiled core.
+
+    import dyn as dy
+
+runs DyNet programs unchanged. Operations are exported from the registry in
+dyn/ops; see docs/operations.md.
+"""
+
+from dyn._config import DeviceInfo, available_devices, get_device_info, init, reset_random_seed
+from dyn._core import _graph
+from dyn._core._expr import Expression
+from dyn.gradcheck import check_grad
+from dyn.graph import (
+    ComputationGraph,
+    cg,
+    cg_checkpoint,
+    cg_revert,
+    cg_version,
+    forward,
+    npvalues,
+    print_graphviz,
+    renew_cg,
+    values,
+)
+from dyn.ops import arith as _arith
+from dyn.ops import inputs as _inputs
+from dyn.ops import nonlin as _nonlin
+from dyn.ops import shape as _shape
+from dyn.ops._registry import REGISTRY as _REGISTRY
+from dyn.ops.inputs import (
+    constant,
+    inputMatrix,
+    inputTensor,
+    inputVector,
+    matInput,
+    ones,
+    scalarInput,
+    vecInput,
+    zeroes,
+    zeros,
+)
+from dyn.params import (
+    ConstInitializer,
+    FromFileInitializer,
+    GlorotInitializer,
+    IdentityInitializer,
+    LookupParameters,
+    Model,
+    NormalInitializer,
+    NumpyInitializer,
+    ParameterCollection,
+    Parameters,
+    PyInitializer,
+    SaxeInitializer,
+    UniformInitializer,
+    const_parameter,
+    lookup,
+    lookup_batch,
+    parameter,
+)
+from dyn.trainers import SimpleSGDTrainer, Trainer
+
+__version__ = "2.1"
+HAVE_CUDA = False
+
+# every registered operation with an identifier name is dyn.<name>
+globals().update({name: spec.fn for name, spec in _REGISTRY.items() if name.isidentifier()})
+
+
+def set_precision(name):
+    """Float type of graphs and of parameters created from now on:
+    "float32" (default) or "float64" (gradient checking)."""
+    _graph.set_dtype(name)
+
+
+def get_precision():
+    return _graph.get_dtype()
+
+
+def _bind_operators():
+    from dyn._core import _expr, _k_arith
+
+    _expr.bind_operator("add", _k_arith.add)
+    _expr.bind_operator("sub", _k_arith.sub)
+    _expr.bind_operator("mul", _k_arith.mul)
+    _expr.bind_operator("div", _k_arith.div)
+    _expr.bind_operator("neg", _k_arith.neg)
+    _expr.bind_operator("pow", _shape._pow)
+    _expr.bind_operator("getitem", _shape._getitem)
+
+
+_bind_operators()
+
+from dyn import _config as _cfg  # noqa: E402
+
+_cfg.init_from_argv()

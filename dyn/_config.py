@@ -1,0 +1,117 @@
+"""Start-up configuration: DyNet's command-line flags and dyn.init().
+
+DyNet reads ``--dynet-*`` flags from ``sys.argv`` at import without removing
+them (scripts that use argparse declare them themselves); dyn does the same.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from dyn._core import _graph
+
+_FLAGS = ("mem", "seed", "autobatch", "weight-decay", "gpus", "gpu", "devices", "profiling", "viz")
+state = {"initialized": False, "autobatch": False, "weight_decay": 0.0, "seed": None}
+
+
+def parse_flags(argv) -> dict:
+    """``--dynet-x V`` / ``--dynet-x=V`` / ``--dynet_x V`` -> {"x": "V"}."""
+    out = {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--dynet-") or a.startswith("--dynet_"):
+            key, eq, val = a[8:].partition("=")
+            key = key.replace("_", "-")
+            if key in _FLAGS:
+                if not eq:
+                    if key == "viz":
+                        val = "1"
+                    elif i + 1 < len(argv):
+                        i += 1
+                        val = argv[i]
+                    else:
+                        raise ValueError("flag --dynet-%s needs a value" % key)
+                out[key] = val
+        i += 1
+    return out
+
+
+def _mem_bytes(spec: str) -> int:
+    # DyNet: megabytes, either one number or "fwd,bwd,param[,scratch]"
+    parts = [int(p) for p in str(spec).split(",") if p.strip()]
+    return max(parts) * (1 << 20) if parts else 0
+
+
+def init(
+    random_seed=None, mem=None, autobatch=None, weight_decay=None, precision=None, devices=None, **_ignored
+):
+    """Configure dyn (optional: importing dyn already did it from sys.argv).
+
+    Args:
+        random_seed: seed of dropout/noise sampling and default initialisers.
+        mem: initial arena size in MB (DyNet's --dynet-mem); arenas grow anyway.
+        autobatch: accepted; automatic batching is not implemented yet.
+        weight_decay: accepted for compatibility (applied by trainers later).
+        precision: "float32" (default) or "float64" for new graphs/parameters.
+        devices: only "CPU" is available in this build.
+    """
+    if devices is not None and "GPU" in str(devices).upper():
+        raise RuntimeError("dyn: no GPU support in this build (asked for devices=%r)" % (devices,))
+    if mem:
+        _graph.set_initial_memory(_mem_bytes(mem))
+    if random_seed is not None and int(random_seed) != 0:
+        set_seed(int(random_seed))
+    if autobatch is not None:
+        state["autobatch"] = bool(int(autobatch))
+    if weight_decay is not None:
+        state["weight_decay"] = float(weight_decay)
+    if precision is not None:
+        _graph.set_dtype(precision)
+    state["initialized"] = True
+
+
+def set_seed(seed: int):
+    import numpy as np
+
+    from dyn import params
+
+    state["seed"] = seed
+    _graph.seed(seed)
+    params.seed_initializers(np.random.RandomState(seed))
+
+
+def init_from_argv():
+    flags = parse_flags(sys.argv)
+    if any(k in flags for k in ("gpus", "gpu")) and flags.get("gpus", flags.get("gpu")) not in ("0",):
+        raise RuntimeError("dyn: built without GPU support, but --dynet-gpus was given")
+    env_dtype = os.environ.get("DYN_PRECISION")
+    init(
+        random_seed=flags.get("seed"),
+        mem=flags.get("mem"),
+        autobatch=flags.get("autobatch"),
+        weight_decay=flags.get("weight-decay"),
+        devices=flags.get("devices"),
+        precision=env_dtype,
+    )
+
+
+def reset_random_seed(seed):
+    """Re-seed dropout/noise sampling and the parameter initialisers."""
+    set_seed(int(seed))
+
+
+class DeviceInfo:
+    def __init__(self, name, id, dtype):  # noqa: A002 (DyNet's argument name)
+        self.name, self.id, self.type = name, id, dtype
+
+
+def available_devices():
+    return ["CPU"]
+
+
+def get_device_info(name):
+    if name != "CPU":
+        raise ValueError("unknown device %r (this build has only CPU)" % (name,))
+    return DeviceInfo("CPU", 0, -1)

@@ -1,0 +1,10 @@
+# BLAS for both float types, through scipy.linalg.cython_blas (no link flags).
+# dtype: 0 float32, 1 float64. Column-major, as BLAS and DyNet.
+cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
+               void* A, int lda, void* B, int ldb, double beta, void* C, int ldc) noexcept nogil
+cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
+               void* x, double beta, void* y) noexcept nogil
+cdef void axpy(int dtype, int n, double alpha, void* x, void* y) noexcept nogil
+cdef void scal(int dtype, int n, double alpha, void* x) noexcept nogil
+cdef double dot(int dtype, int n, void* x, void* y) noexcept nogil
+cdef double nrm2sq(int dtype, int n, void* x) noexcept nogil

@@ -1,0 +1,45 @@
+# Expressions, the parameter pool and leaf nodes (implementation: src/_expr.pyx).
+from dyn._core._graph cimport Dim, Touch
+
+cdef class Expression:
+    cdef long ver
+    cdef int nid
+    cdef int node_id(self, bint as_arg) except -1
+
+cdef Expression wrap(int nid)
+cdef int arg_id(object x, int op=*) except -1
+
+cdef class Pool:
+    """Values and gradients of every parameter of one float type, contiguous."""
+    cdef public object values      # numpy 1-D array
+    cdef public object grads
+    cdef char* vb
+    cdef char* gb
+    cdef public long used          # elements in use
+    cdef public int dtype
+    cdef public int itemsize
+    cdef public list members       # every ParamExpr, in creation order
+    cdef _set(self, values, grads)
+
+cdef class ParamExpr(Expression):
+    cdef public Pool pool
+    cdef public long off           # element offset in the pool
+    cdef public long size          # elements
+    cdef Dim pdim                  # DyNet dim: (rows, cols) or (d..., N) for lookups
+    cdef public bint is_lookup
+    cdef public int nrows          # lookups: number of rows; else 0
+    cdef public int rowsize        # lookups: elements per row
+    cdef public bint updated       # trainers update it
+    cdef Touch touch
+    cdef public object touch_flag  # numpy arrays backing `touch`
+    cdef public object touch_rows
+    cdef long cver                 # graph version of cached nodes
+    cdef int pnid                  # updatable parameter node in that graph
+    cdef int cnid                  # constant parameter node in that graph
+    cdef int param_node(self, bint update) except -1
+    cdef Touch* touch_ptr(self) noexcept
+
+cdef int node1(int op, object x) except -1
+cdef int node2(int op, object x, object y) except -1
+cdef int noden(int op, object xs, str opname) except -1
+cdef Expression finish(int nid)

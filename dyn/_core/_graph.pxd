@@ -1,0 +1,123 @@
+# C-level API of the computation graph (implementation: src/_graph.pyx).
+#
+# A graph is a table of Node records appended in creation order, so forward is
+# a plain loop up to a node and backward a plain reverse loop. Values and
+# gradients live in two bump-pointer arenas; parameters live in their pool and
+# parameter nodes point straight at it (no copy).
+
+cdef enum:
+    MAXD = 7          # dims per tensor, as DyNet
+    NIA = 6           # small int attributes per node
+    NFA = 2           # small float attributes per node
+
+# node flags
+cdef enum:
+    F_DONE = 1        # value computed
+    F_NG = 2          # depends on an updatable parameter: needs a gradient
+    F_PGRAD = 4       # gradient memory is the parameter pool's (accumulates)
+    F_CONST = 8       # never receives a gradient (nobackprop, inputs)
+    F_FIXED = 16      # value memory set at creation (parameter pool), not the arena
+
+ctypedef struct Dim:
+    int d[7]
+    int nd
+    int bd
+
+ctypedef struct Arena:
+    char* base        # current block
+    size_t cap        # bytes in current block
+    size_t used       # bytes used in current block
+    size_t high       # bytes used over all blocks this graph
+    void** old        # earlier blocks chained this graph (freed at reset)
+    int nold
+    int cold
+
+ctypedef struct Touch:
+    unsigned char* flag   # flag[row] = 1 when row has a pending gradient
+    int* rows             # the touched rows, in touch order
+    int n                 # number of touched rows
+    int all               # the whole table was used as an expression
+
+ctypedef struct Node:
+    int op
+    int nargs
+    int arg_off       # args are G.ipool[arg_off : arg_off + nargs]
+    int flags
+    Dim dim
+    void* v           # value (forward arena, or the parameter pool)
+    void* g           # gradient (backward arena, or the pool's gradient)
+    void* aux         # per-op scratch in the forward arena (masks, caches)
+    void* ptr         # per-op pointer (parameter values, touched-row record)
+    void* gptr        # per-op pointer (parameter gradients)
+    int ia[6]
+    double fa[2]
+    int idx_off       # index list (picks, lookups): G.ipool[idx_off : +nidx]
+    int nidx
+    int pyref         # index in the graph's Python-object list, or -1
+
+ctypedef struct Graph:
+    Node* nodes
+    int n
+    int cap
+    int* ipool        # arguments and index lists of all nodes
+    int ni
+    int icap
+    Arena fx          # forward values
+    Arena dx          # gradients
+    int computed      # nodes [0, computed) hold values
+    int dtype         # 0 float32, 1 float64
+    int itemsize
+    long version
+    int immediate
+    int check
+    int bwd_target    # node backward last started from, -1 if none
+    unsigned long long rng[2]
+
+ctypedef int (*shape_fn)(Graph* g, Node* n) except -1
+ctypedef void (*fwd_fn)(Graph* g, Node* n) noexcept
+ctypedef void (*bwd_fn)(Graph* g, Node* n, int i) noexcept
+
+ctypedef struct OpKernel:
+    shape_fn shape
+    fwd_fn fwd
+    bwd_fn bwd
+    int aux_bytes_per_elem   # scratch per output element (in items)
+    char name[32]
+
+cdef Graph* cg() noexcept nogil
+cdef OpKernel* kernel(int op) noexcept nogil
+cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=*) except -1
+
+# dims
+cdef int dim_size(const Dim* d) noexcept nogil
+cdef int dim_total(const Dim* d) noexcept nogil
+cdef int dim_rows(const Dim* d) noexcept nogil
+cdef int dim_cols(const Dim* d) noexcept nogil
+cdef void dim_set(Dim* d, int nd, int d0, int d1, int bd) noexcept nogil
+cdef bint dim_eq_nobatch(const Dim* a, const Dim* b) noexcept nogil
+cdef str dim_str(const Dim* d)
+cdef Dim dim_from_tuple(object shape, int bd) except *
+cdef object dim_to_py(const Dim* d)
+
+# nodes
+cdef inline Node* node(Graph* g, int i) noexcept nogil:
+    return &g.nodes[i]
+cdef inline Node* arg(Graph* g, Node* n, int i) noexcept nogil:
+    return &g.nodes[g.ipool[n.arg_off + i]]
+cdef inline int* idx(Graph* g, Node* n) noexcept nogil:
+    return g.ipool + n.idx_off
+
+cdef int new_node(int op, int nargs, const int* args) except -1
+cdef int set_indices(int nid, object indices) except -1
+cdef int finish_node(int nid) except -1
+cdef str op_name(int op)
+cdef str node_desc(int nid)
+cdef int forward_to(int nid) except -1
+cdef int backward_from(int nid, bint full) except -1
+cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL
+cdef int pyref_add(object o) except -1
+cdef object pyref_get(int i)
+
+# random numbers (xoroshiro128+), seeded by dyn.init(random_seed=...)
+cdef double rand_uniform(Graph* g) noexcept nogil
+cdef double rand_normal(Graph* g) noexcept nogil

@@ -1,0 +1,467 @@
+"""Parameters, lookup tables, their collections and initialisers.
+
+All parameters of one float type live in one contiguous pool (values and
+gradients, see src/_expr.pyx): a dense optimiser step is one pass over it.
+A Parameters object *is* an Expression: used in an operation, it joins the
+current graph once per graph, pointing straight at its values (no copy).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from dyn._core import _expr
+
+_RNG = [np.random.RandomState()]
+
+
+def seed_initializers(rng: np.random.RandomState):
+    _RNG[0] = rng
+
+
+# ---------------------------------------------------------------- initialisers
+
+
+class PyInitializer:
+    """Base of initialisers: ``initialize(dim, is_lookup)`` returns values for
+    a parameter of DyNet dim ``dim`` (for lookups: (d..., N)), column-major."""
+
+    def __init__(self):
+        raise AssertionError("PyInitializer is abstract: use one of its subclasses")
+
+    def initialize(self, dim, is_lookup=False):
+        raise NotImplementedError
+
+
+class NormalInitializer(PyInitializer):
+    """N(mean, var): note the second argument is the *variance*, as in DyNet."""
+
+    def __init__(self, mean=0.0, var=1.0):
+        self.mean, self.var = float(mean), float(var)
+
+    def initialize(self, dim, is_lookup=False):
+        return _RNG[0].normal(self.mean, np.sqrt(self.var), size=dim)
+
+
+class UniformInitializer(PyInitializer):
+    """U(-scale, scale)."""
+
+    def __init__(self, scale):
+        if scale == 0:
+            raise ValueError("UniformInitializer: scale must be non-zero")
+        self.scale = float(scale)
+
+    def initialize(self, dim, is_lookup=False):
+        return _RNG[0].uniform(-self.scale, self.scale, size=dim)
+
+
+class ConstInitializer(PyInitializer):
+    """Every value c."""
+
+    def __init__(self, c):
+        self.c = float(c)
+
+    def initialize(self, dim, is_lookup=False):
+        return np.full(dim, self.c)
+
+
+class IdentityInitializer(PyInitializer):
+    """The identity matrix (square parameters only)."""
+
+    def __init__(self):
+        pass
+
+    def initialize(self, dim, is_lookup=False):
+        if len(dim) != 2 or dim[0] != dim[1]:
+            raise ValueError("IdentityInitializer needs a square matrix, got %r" % (dim,))
+        return np.eye(dim[0])
+
+
+class GlorotInitializer(PyInitializer):
+    """Glorot/Xavier uniform: U(-s, s), s = gain * sqrt(3k) / sqrt(sum of the k dims)
+    (a matrix m x n: sqrt(6/(m+n))); for 4-D filters (FH, FW, Cin, Cout) the fan
+    counts the receptive field. With is_lookup the row count is left out."""
+
+    def __init__(self, is_lookup=False, gain=1.0):
+        self.is_lookup, self.gain = bool(is_lookup), float(gain)
+
+    def initialize(self, dim, is_lookup=False):
+        dims = tuple(dim)
+        if len(dims) == 4:
+            field = dims[0] * dims[1]
+            s = self.gain * np.sqrt(6.0 / (dims[2] * field + dims[3] * field))
+        else:
+            used = dims[:-1] if self.is_lookup and len(dims) > 1 else dims
+            s = self.gain * np.sqrt(3.0 * len(used)) / np.sqrt(sum(used))
+        return _RNG[0].uniform(-s, s, size=dims)
+
+
+class SaxeInitializer(PyInitializer):
+    """Random orthonormal matrix (Saxe et al.) times scale."""
+
+    def __init__(self, scale=1.0):
+        self.scale = float(scale)
+
+    def initialize(self, dim, is_lookup=False):
+        if len(dim) != 2 or dim[0] != dim[1]:
+            raise ValueError("SaxeInitializer needs a square matrix, got %r" % (dim,))
+        u, _, _ = np.linalg.svd(_RNG[0].normal(0.0, 0.1, size=dim))
+        return u * self.scale
+
+
+class FromFileInitializer(PyInitializer):
+    """Whitespace-separated values from a file, column-major."""
+
+    def __init__(self, fname):
+        self.fname = fname
+
+    def initialize(self, dim, is_lookup=False):
+        with open(self.fname) as f:
+            vals = np.array(f.read().split(), dtype=np.float64)
+        if vals.size != int(np.prod(dim)):
+            raise ValueError(
+                "FromFileInitializer: %s holds %d values, the parameter needs %d"
+                % (self.fname, vals.size, int(np.prod(dim)))
+            )
+        return vals.reshape(dim, order="F")
+
+
+class NumpyInitializer(PyInitializer):
+    """Values from a numpy array (its shape must match the parameter's)."""
+
+    def __init__(self, array):
+        self.array = np.asarray(array, dtype=np.float64)
+
+    def initialize(self, dim, is_lookup=False):
+        if self.array.size != int(np.prod(dim)):
+            raise ValueError(
+                "NumpyInitializer: array of shape %r for a parameter of dim %r"
+                % (self.array.shape, tuple(dim))
+            )
+        return self.array.reshape(dim, order="F") if self.array.shape != tuple(dim) else self.array
+
+
+def _initializer(init, dim, scale, mean, std):
+    if init is None or (isinstance(init, str) and init == "glorot"):
+        return GlorotInitializer()
+    if isinstance(init, PyInitializer):
+        return init
+    if isinstance(init, (int, float)) and not isinstance(init, bool):
+        return ConstInitializer(init)
+    if isinstance(init, str):
+        if init == "identity":
+            return IdentityInitializer()
+        if init == "he":
+            return NormalInitializer(0.0, 1.0 / (2.0 * dim[-1]))
+        if init == "uniform":
+            return UniformInitializer(scale)
+        if init == "normal":
+            return NormalInitializer(mean, std * std)
+    raise ValueError(
+        "unknown initializer %r (use None, a number, 'glorot', 'he', 'uniform', "
+        "'normal', 'identity', a numpy array or a PyInitializer)" % (init,)
+    )
+
+
+def _dim(dim):
+    if isinstance(dim, (int, np.integer)) or (isinstance(dim, float) and dim == int(dim)):
+        return (int(dim),)
+    if isinstance(dim, tuple) and dim:
+        return tuple(int(d) for d in dim)
+    raise TypeError("a parameter dim must be an int or a non-empty tuple, got %r" % (dim,))
+
+
+# ---------------------------------------------------------------- Parameters
+
+
+class Parameters(_expr.ParamExpr):
+    """A trainable tensor; usable wherever an Expression is expected."""
+
+    def __init__(self, *_args):
+        raise TypeError("create Parameters with ParameterCollection.add_parameters")
+
+    def __str__(self):
+        return "Parameter %s" % self._name
+
+    __repr__ = __str__
+
+    def name(self):
+        return self._name
+
+    def shape(self):
+        return self.dyn_dim()
+
+    def as_array(self):
+        """Values as a numpy array of shape shape() (a copy)."""
+        return self.value_view().reshape(self.shape(), order="F").copy()
+
+    def grad_as_array(self):
+        return self.grad_view().reshape(self.shape(), order="F").copy()
+
+    def set_value(self, arr):
+        a = np.asarray(arr)
+        if a.shape != tuple(self.shape()):
+            raise ValueError(
+                "set_value: array of shape %r for %s of shape %r" % (a.shape, self._name, tuple(self.shape()))
+            )
+        self.value_view()[:] = a.ravel(order="F")
+
+    def clip_inplace(self, left, right):
+        np.clip(self.value_view(), left, right, out=self.value_view())
+
+    def zero(self):
+        self.value_view()[:] = 0
+        self.grad_view()[:] = 0
+
+    def scale(self, s):
+        self.value_view()[:] *= s
+
+    def scale_gradient(self, s):
+        self.grad_view()[:] *= s
+
+    def is_updated(self):
+        return self.updated
+
+    def set_updated(self, b):
+        self.updated = bool(b)
+
+    def expr(self, update=False):
+        """The parameter in the current graph; by default *constant* (DyNet)."""
+        return self._expr(bool(update))
+
+
+class LookupParameters(Parameters):
+    """A table of N embeddings; ``E[i]`` looks up row i (only touched rows
+    are updated by sparse trainers). Used whole, it is a (d..., N) matrix."""
+
+    def __str__(self):
+        return "LookupParameter %s" % self._name
+
+    __repr__ = __str__
+
+    def __len__(self):
+        return self.nrows
+
+    def __getitem__(self, i):
+        return self._lookup(i, True)
+
+    def batch(self, indices):
+        return self._lookup_batch(list(indices), True)
+
+    def shape(self):
+        d = self.dyn_dim()
+        return (d[-1],) + tuple(d[:-1])
+
+    def _row_shape(self):
+        return tuple(self.dyn_dim()[:-1])
+
+    def _rows(self, view):
+        return view.reshape(self.nrows, self.rowsize)
+
+    def _as_rows(self, view, rows):
+        out = self._rows(view)[rows]
+        return out.reshape((len(out),) + self._row_shape()[::-1]).transpose(
+            (0,) + tuple(range(len(self._row_shape()), 0, -1))
+        )
+
+    def as_array(self):
+        return self._as_rows(self.value_view(), np.arange(self.nrows)).copy()
+
+    def grad_as_array(self):
+        return self._as_rows(self.grad_view(), np.arange(self.nrows)).copy()
+
+    def row_as_array(self, i):
+        return self.rows_as_array([i])[0]
+
+    def rows_as_array(self, rows):
+        return self._as_rows(self.value_view(), self._check_rows(rows)).copy()
+
+    def row_grad_as_array(self, i):
+        return self.rows_grad_as_array([i])[0]
+
+    def rows_grad_as_array(self, rows):
+        return self._as_rows(self.grad_view(), self._check_rows(rows)).copy()
+
+    def _check_rows(self, rows):
+        r = np.asarray(list(rows), dtype=np.int64)
+        if r.size and (r.min() < 0 or r.max() >= self.nrows):
+            raise IndexError("%s has %d rows; asked for rows %r" % (self._name, self.nrows, list(r)))
+        return r
+
+    def init_row(self, i, row):
+        (i,) = self._check_rows([i])
+        a = np.asarray(row, dtype=np.float64)
+        if a.size != self.rowsize:
+            raise ValueError("init_row: %d values for rows of %d" % (a.size, self.rowsize))
+        self._rows(self.value_view())[i] = (
+            a.reshape(self._row_shape()).ravel(order="F") if a.shape == self._row_shape() else a.ravel()
+        )
+
+    def init_from_array(self, arr):
+        a = np.asarray(arr, dtype=np.float64)
+        if len(a) > self.nrows or a[0].size != self.rowsize:
+            raise ValueError(
+                "init_from_array: array of shape %r for %s of shape %r" % (a.shape, self._name, self.shape())
+            )
+        for i in range(len(a)):
+            self.init_row(i, a[i])
+
+    def set_value(self, arr):
+        a = np.asarray(arr)
+        if a.shape != tuple(self.shape()):
+            raise ValueError(
+                "set_value: array of shape %r for %s of shape %r" % (a.shape, self._name, tuple(self.shape()))
+            )
+        self.init_from_array(a)
+
+    def scalar_value(self, recalculate=False):
+        raise RuntimeError("scalar_value() is not defined for LookupParameters")
+
+    def expr(self, update=True):
+        return self
+
+
+# ---------------------------------------------------------------- collections
+
+
+_NAME_OK = re.compile(r"^[^/_]*$")
+
+
+class ParameterCollection:
+    """A (sub)collection of parameters; DyNet's Model.
+
+    Names follow DyNet: the root is "/", a parameter "a" is "/a", then "/a_1";
+    unnamed ones "/_0", "/_1"; sub-collections "/name/". A parameter of a
+    sub-collection also belongs to every ancestor (trainers see it).
+    """
+
+    def __init__(self, _parent=None, _name="/"):
+        self._parent = _parent
+        self._name = _name
+        self._params = []
+        self._lookups = []
+        self._counts = {}
+        self._weight_decay = 0.0 if _parent is None else _parent._weight_decay
+
+    # names
+    def _unique(self, name):
+        if not _NAME_OK.match(name):
+            raise RuntimeError("parameter and collection names may not contain '/' or '_': %r" % name)
+        k = self._counts.get(name, 0)
+        self._counts[name] = k + 1
+        return name + ("_%d" % k if k > 0 or name == "" else "")
+
+    def name(self):
+        return self._name
+
+    def _register(self, p, lookup):
+        c = self
+        while c is not None:
+            (c._lookups if lookup else c._params).append(p)
+            c = c._parent
+
+    def _new(self, cls, dim, init_values, name, is_lookup):
+        p = cls.__new__(cls)
+        p._setup(_expr.pool_for_current_dtype(), dim, is_lookup)
+        p._name = self._name + self._unique(name)
+        p.value_view()[:] = np.asarray(init_values, dtype=np.float64).ravel(order="F")
+        self._register(p, is_lookup)
+        return p
+
+    def add_parameters(self, dim, init=None, name="", device="", scale=1.0, mean=0.0, std=1.0):
+        """A new Parameters of shape ``dim`` (int or tuple).
+
+        Args:
+            init: None (Glorot), a number, "glorot", "he", "uniform", "normal",
+                "identity", a numpy array (its shape is used) or a PyInitializer.
+        """
+        if isinstance(init, np.ndarray):
+            return self.parameters_from_numpy(init, name=name)
+        d = _dim(dim)
+        values = _initializer(init, d, scale, mean, std).initialize(d, False)
+        return self._new(Parameters, d, values, name, False)
+
+    def add_lookup_parameters(self, dim, init=None, name="", device="", scale=1.0, mean=0.0, std=1.0):
+        """A new table of ``dim[0]`` rows of shape ``dim[1:]`` (an int: rows of 1)."""
+        if isinstance(init, np.ndarray):
+            return self.lookup_parameters_from_numpy(init, name=name)
+        if isinstance(init, NumpyInitializer):
+            raise ValueError("add_lookup_parameters: pass the numpy array itself, not a NumpyInitializer")
+        d = _dim(dim)
+        if len(d) == 1:
+            d = (d[0], 1)
+        table_dim = tuple(d[1:]) + (d[0],)
+        if init == "he":
+            init = NormalInitializer(0.0, 1.0 / (2.0 * d[-1]))
+        values = _initializer(init, table_dim, scale, mean, std).initialize(table_dim, True)
+        return self._new(LookupParameters, table_dim, values, name, True)
+
+    def parameters_from_numpy(self, array, name="", device=""):
+        a = np.asarray(array, dtype=np.float64)
+        return self._new(Parameters, a.shape or (1,), a, name, False)
+
+    def lookup_parameters_from_numpy(self, array, name="", device=""):
+        a = np.asarray(array, dtype=np.float64)
+        if a.ndim == 1:
+            a = a[:, None]
+        table_dim = a.shape[1:] + (a.shape[0],)
+        rows = np.stack([r.ravel(order="F") for r in a])  # row i contiguous
+        p = self._new(LookupParameters, table_dim, np.zeros(a.size), name, True)
+        p.value_view()[:] = rows.ravel()
+        return p
+
+    def add_subcollection(self, name=None):
+        return ParameterCollection(self, self._name + self._unique(name or "") + "/")
+
+    def parameters_list(self):
+        return list(self._params)
+
+    def lookup_parameters_list(self):
+        return list(self._lookups)
+
+    def parameter_count(self):
+        return sum(p.size for p in self._params + self._lookups)
+
+    def get_weight_decay(self):
+        return self._weight_decay
+
+    def set_weight_decay(self, lam):
+        assert isinstance(lam, float)
+        if lam < 0:
+            raise ValueError("weight decay must be >= 0")
+        self._weight_decay = lam
+
+    set_weight_decay_lambda = set_weight_decay
+
+
+Model = ParameterCollection
+
+# ---------------------------------------------------------------- graph functions
+
+
+def parameter(*args):
+    """Deprecated identity kept for DyNet programs: Parameters already are
+    expressions."""
+    return args[0] if len(args) == 1 else args
+
+
+def const_parameter(*args):
+    """The parameter(s) as constants: no gradient flows into them."""
+    out = [p.expr(False) if not isinstance(p, LookupParameters) else p._expr(False) for p in args]
+    return out[0] if len(out) == 1 else out
+
+
+def lookup(p, index=0, update=True):
+    """Row ``index`` of a lookup table; update=False gives a constant lookup."""
+    if not isinstance(p, LookupParameters):
+        raise TypeError("lookup: expected LookupParameters, got %s" % type(p).__name__)
+    return p._lookup(index, bool(update))
+
+
+def lookup_batch(p, indices, update=True):
+    """Rows ``indices`` as one expression with batch size len(indices)."""
+    if not isinstance(p, LookupParameters):
+        raise TypeError("lookup_batch: expected LookupParameters, got %s" % type(p).__name__)
+    return p._lookup_batch(list(indices), bool(update))

@@ -1,0 +1,593 @@
+# cython: language_level=3
+"""Expression objects, leaf nodes (inputs, constants, parameters, lookups),
+the parameter pool, and values read back to Python.
+
+An Expression is (graph version, node id): two machine words. Using one from
+an earlier graph raises instead of silently reading another node.
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.string cimport memcpy, memset
+from libc.stdint cimport uintptr_t
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from dyn._core._graph cimport (
+    Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
+    register_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
+    set_indices, pyref_add, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, idx)
+from dyn._core cimport _blas
+
+cnp.import_array()
+
+cdef int OP_INPUT, OP_CONST, OP_PARAM, OP_LOOKUP, OP_LOOKUPB
+
+# ---------------------------------------------------------------- Expression
+
+cdef class Expression:
+    """A node of the current computation graph (DyNet's Expression)."""
+
+    cdef int node_id(self, bint as_arg) except -1:
+        if self.ver != cg().version:
+            if as_arg:
+                raise ValueError(
+                    "Attempt to use a stale expression (node %d of graph %d; the current "
+                    "graph is %d: renew_cg() was called since)" % (self.nid, self.ver, cg().version))
+            raise RuntimeError(
+                "Stale Expression: node %d belongs to graph %d, but renew_cg() has made "
+                "graph %d" % (self.nid, self.ver, cg().version))
+        return self.nid
+
+    def __repr__(self):
+        return "expression %d/%d" % (self.nid, self.ver)
+
+    def dim(self):
+        """((d0, d1, ...), batch_size)."""
+        return dim_to_py(&cg().nodes[self.node_id(False)].dim)
+
+    def forward(self, recalculate=False):
+        cdef int i = self.node_id(False)
+        if recalculate:
+            from dyn._core._graph import invalidate
+            invalidate()
+        forward_to(i)
+        return self
+
+    def npvalue(self, recalculate=False):
+        """Value as a float64 numpy array (column-major; batch is a trailing axis)."""
+        self.forward(recalculate)
+        return _to_numpy(self.nid, False)
+
+    def value(self, recalculate=False):
+        """float for one element, list for a vector, numpy array for a matrix+."""
+        self.forward(recalculate)
+        cdef Dim* d = &cg().nodes[self.nid].dim
+        if d.nd >= 2:
+            return _to_numpy(self.nid, False)
+        v = self.vec_value()
+        return v[0] if len(v) == 1 else v
+
+    def scalar_value(self, recalculate=False):
+        self.forward(recalculate)
+        cdef Node* n = &cg().nodes[self.nid]
+        if dim_total(&n.dim) != 1:
+            raise RuntimeError("scalar_value: Input tensor has more than one element (%s)"
+                               % node_desc(self.nid))
+        return float((<float*>n.v)[0]) if cg().dtype == 0 else float((<double*>n.v)[0])
+
+    def vec_value(self, recalculate=False):
+        """All elements as a flat list (column-major, batch last)."""
+        self.forward(recalculate)
+        return _flat(self.nid, False).tolist()
+
+    def tensor_value(self, recalculate=False):
+        from dyn.tensor import Tensor
+        return Tensor(self.npvalue(recalculate))
+
+    def gradient(self):
+        """dE/d(this node) after backward(); zeros off the gradient path."""
+        cdef int i = self.node_id(False)
+        if cg().bwd_target < i:
+            raise RuntimeError(
+                "gradient(): no backward() has covered %s (call backward() on a node "
+                "created after it)" % node_desc(i))
+        if cg().nodes[i].g == NULL:
+            return np.zeros(_np_shape(&cg().nodes[i].dim))
+        return _to_numpy(i, True)
+
+    def backward(self, full=False):
+        """Back-propagate from this scalar node; parameters accumulate gradients."""
+        backward_from(self.node_id(False), full)
+
+    # Operators dispatch to functions bound by dyn.ops.arith / dyn.ops.shape
+    # at import (module globals, so no import runs per call).
+    def __add__(x, y):
+        return _OPS["add"](x, y)
+
+    def __radd__(x, y):
+        return _OPS["add"](y, x)
+
+    def __sub__(x, y):
+        return _OPS["sub"](x, y)
+
+    def __rsub__(x, y):
+        return _OPS["sub"](y, x)
+
+    def __mul__(x, y):
+        return _OPS["mul"](x, y)
+
+    def __rmul__(x, y):
+        return _OPS["mul"](y, x)
+
+    def __truediv__(x, y):
+        return _OPS["div"](x, y)
+
+    def __neg__(x):
+        return _OPS["neg"](x)
+
+    def __pow__(x, y, z):
+        return _OPS["pow"](x, y)
+
+    def __getitem__(self, i):
+        return _OPS["getitem"](self, i)
+
+
+cdef dict _OPS = {}
+
+def bind_operator(str name, fn):
+    """Make `fn` the implementation of an Expression operator."""
+    _OPS[name] = fn
+
+
+cdef Expression wrap(int nid):
+    cdef Expression e = Expression.__new__(Expression)
+    e.ver = cg().version
+    e.nid = nid
+    return e
+
+
+cdef int arg_id(object x, int op=-1) except -1:
+    """Node id of an operation argument (Expression or Parameters)."""
+    if isinstance(x, Expression):
+        return (<Expression>x).node_id(True)
+    raise TypeError("%sexpected an Expression (or Parameters), got %s"
+                    % (op_name(op) + ": " if op >= 0 else "", type(x).__name__))
+
+
+cdef tuple _np_shape(Dim* d):
+    s = tuple([d.d[i] for i in range(d.nd)])
+    return s + (d.bd,) if d.bd > 1 else s
+
+
+cdef object _flat(int nid, bint grad):
+    cdef Node* n = &cg().nodes[nid]
+    cdef int total = dim_total(&n.dim)
+    cdef void* p = n.g if grad else n.v
+    out = np.empty(total, dtype=np.float32 if cg().dtype == 0 else np.float64)
+    memcpy(cnp.PyArray_DATA(out), p, total * cg().itemsize)
+    return out.astype(np.float64, copy=False)
+
+
+cdef object _to_numpy(int nid, bint grad):
+    return _flat(nid, grad).reshape(_np_shape(&cg().nodes[nid].dim), order="F")
+
+
+def node_of(x):
+    """Node id of an argument (for the Python side of ops)."""
+    return arg_id(x)
+
+
+def wrap_node(int nid):
+    return wrap(nid)
+
+
+def node_dim(int nid):
+    return dim_to_py(&cg().nodes[nid].dim)
+
+# ---------------------------------------------------------------- leaf kernels
+
+cdef int _shape_leaf(Graph* g, Node* n) except -1:
+    return 0    # a leaf's Dim is given when it is created
+
+cdef void _fwd_none(Graph* g, Node* n) noexcept:
+    pass
+
+cdef void _fwd_const(Graph* g, Node* n) noexcept:
+    cdef int k, total = dim_total(&n.dim)
+    if g.dtype == 0:
+        for k in range(total):
+            (<float*>n.v)[k] = <float>n.fa[0]
+    else:
+        for k in range(total):
+            (<double*>n.v)[k] = n.fa[0]
+
+cdef void _bwd_none(Graph* g, Node* n, int i) noexcept:
+    pass
+
+cdef inline void _touch(Touch* t, int row) noexcept:
+    if not t.flag[row]:
+        t.flag[row] = 1
+        t.rows[t.n] = row
+        t.n += 1
+
+cdef void _bwd_param(Graph* g, Node* n, int i) noexcept:
+    # a lookup table used whole, as a matrix: every row may have a gradient
+    if n.aux != NULL:
+        (<Touch*>n.aux).all = 1
+
+cdef void _bwd_lookup(Graph* g, Node* n, int i) noexcept:
+    _touch(<Touch*>n.aux, n.ia[0])
+
+cdef void _fwd_lookupb(Graph* g, Node* n) noexcept:
+    cdef int b, d = dim_size(&n.dim), isz = g.itemsize
+    cdef int* rows = idx(g, n)
+    for b in range(n.dim.bd):
+        memcpy(<char*>n.v + <size_t>b * d * isz, <char*>n.ptr + <size_t>rows[b] * d * isz, d * isz)
+
+cdef void _bwd_lookupb(Graph* g, Node* n, int i) noexcept:
+    cdef int b, d = dim_size(&n.dim), isz = g.itemsize
+    cdef int* rows = idx(g, n)
+    for b in range(n.dim.bd):
+        _blas.axpy(g.dtype, d, 1.0, <char*>n.g + <size_t>b * d * isz,
+                   <char*>n.gptr + <size_t>rows[b] * d * isz)
+        _touch(<Touch*>n.aux, rows[b])
+
+OP_INPUT = register_op("input", _shape_leaf, _fwd_none, NULL)
+OP_CONST = register_op("constant", _shape_leaf, _fwd_const, NULL)
+OP_PARAM = register_op("parameter", _shape_leaf, _fwd_none, _bwd_param)
+OP_LOOKUP = register_op("lookup", _shape_leaf, _fwd_none, _bwd_lookup)
+OP_LOOKUPB = register_op("lookup_batch", _shape_leaf, _fwd_lookupb, _bwd_lookupb)
+
+# ---------------------------------------------------------------- inputs
+
+cdef object _as_data(object arr):
+    """A float array of the graph's type, column-major flattened."""
+    dt = np.float32 if cg().dtype == 0 else np.float64
+    return np.ascontiguousarray(np.asarray(arr, dtype=dt).ravel(order="F"))
+
+
+cdef class InputExpression(Expression):
+    """An input node whose data can be replaced with set() (static-graph reuse)."""
+    cdef object data
+    cdef public bint settable
+
+    cdef _bind(self, object data):
+        cdef Node* n = &cg().nodes[self.nid]
+        if len(data) != dim_total(&n.dim):
+            raise ValueError("set: expected %d values for %s, got %d"
+                             % (dim_total(&n.dim), dim_str(&n.dim), len(data)))
+        self.data = data
+        pyref_add(data)
+        n.v = cnp.PyArray_DATA(data)
+        n.ptr = n.v
+
+    def set(self, values):
+        """Replace the values (column-major flat list) and invalidate the graph."""
+        cdef int i = self.node_id(False)
+        if not self.settable:
+            raise ValueError("this inputTensor was not created with reusable_expr=True")
+        if isinstance(values, (int, float)):
+            values = [values]
+        self._bind(_as_data(values))
+        from dyn._core._graph import invalidate
+        invalidate()
+
+
+def make_input(object data, tuple shape, int bd, bint settable=True):
+    """Input node over `data` (anything numpy takes; column-major order)."""
+    cdef Dim d = dim_from_tuple(shape, bd)
+    flat = _as_data(data)
+    if len(flat) != dim_total(&d):
+        raise ValueError("input: %d values do not fill dim %s" % (len(flat), dim_str(&d)))
+    cdef int nid = new_node(OP_INPUT, 0, NULL)
+    cdef Node* n = &cg().nodes[nid]
+    n.dim = d
+    n.flags = F_CONST | F_FIXED
+    cdef InputExpression e = InputExpression.__new__(InputExpression)
+    e.ver = cg().version
+    e.nid = nid
+    e.settable = settable
+    e._bind(flat)
+    finish_node(nid)
+    return e
+
+
+def make_constant(object shape, double value, int batch_size=1):
+    cdef Dim d = dim_from_tuple(shape, batch_size)
+    cdef int nid = new_node(OP_CONST, 0, NULL)
+    cdef Node* n = &cg().nodes[nid]
+    n.dim = d
+    n.flags = F_CONST
+    n.fa[0] = value
+    finish_node(nid)
+    return wrap(nid)
+
+# ---------------------------------------------------------------- parameters
+
+cdef class Pool:
+    def __init__(self, int dtype):
+        self.dtype = dtype
+        self.itemsize = 4 if dtype == 0 else 8
+        self.used = 0
+        self.members = []
+        self._set(np.zeros(1024, dtype=np.float32 if dtype == 0 else np.float64),
+                  np.zeros(1024, dtype=np.float32 if dtype == 0 else np.float64))
+
+    cdef _set(self, values, grads):
+        self.values = values
+        self.grads = grads
+        self.vb = <char*>cnp.PyArray_DATA(values)
+        self.gb = <char*>cnp.PyArray_DATA(grads)
+
+    def alloc(self, long n):
+        """Offset of n new elements (16-element aligned); the pool grows by copying,
+        and nodes of the current graph that point into it are moved along."""
+        cdef long off = (self.used + 15) // 16 * 16
+        cdef long cap = len(self.values)
+        if off + n > cap:
+            while cap < off + n:
+                cap *= 2
+            oldv, oldg = self.values, self.grads
+            newv = np.zeros(cap, dtype=oldv.dtype)
+            newg = np.zeros(cap, dtype=oldg.dtype)
+            newv[:len(oldv)] = oldv
+            newg[:len(oldg)] = oldg
+            ov, og = self.vb, self.gb
+            self._set(newv, newg)
+            _relocate(ov, ov + len(oldv) * self.itemsize, self.vb)
+            _relocate(og, og + len(oldg) * self.itemsize, self.gb)
+        self.used = off + n
+        return off
+
+    def base_pointers(self):
+        return <uintptr_t>self.vb, <uintptr_t>self.gb
+
+
+cdef void _shift(void** p, char* lo, char* hi, char* nb) noexcept:
+    if p[0] != NULL and <char*>p[0] >= lo and <char*>p[0] < hi:
+        p[0] = nb + (<char*>p[0] - lo)
+
+
+cdef void _relocate(char* lo, char* hi, char* nb) noexcept:
+    cdef Graph* g = cg()
+    cdef int i
+    for i in range(g.n):
+        _shift(&g.nodes[i].v, lo, hi, nb)
+        _shift(&g.nodes[i].g, lo, hi, nb)
+        _shift(&g.nodes[i].ptr, lo, hi, nb)
+        _shift(&g.nodes[i].gptr, lo, hi, nb)
+
+
+POOLS = {}
+
+def pool_for_current_dtype():
+    cdef int dt = cg().dtype
+    if dt not in POOLS:
+        POOLS[dt] = Pool(dt)
+    return POOLS[dt]
+
+
+cdef class ParamExpr(Expression):
+    """Storage and graph node of a parameter (base of Parameters and
+    LookupParameters in dyn/params.py)."""
+
+    def _setup(self, Pool pool, tuple shape, bint is_lookup):
+        """shape is the DyNet dim: (rows, cols...) or, for lookups, (d..., N)."""
+        self.pool = pool
+        self.pdim = dim_from_tuple(shape, 1)
+        self.size = dim_size(&self.pdim)
+        self.is_lookup = is_lookup
+        self.updated = True
+        self.cver = -1
+        if is_lookup:
+            self.nrows = self.pdim.d[self.pdim.nd - 1]
+            self.rowsize = self.size // self.nrows
+            self.touch_flag = np.zeros(self.nrows, dtype=np.uint8)
+            self.touch_rows = np.zeros(self.nrows, dtype=np.int32)
+            self.touch.flag = <unsigned char*>cnp.PyArray_DATA(self.touch_flag)
+            self.touch.rows = <int*>cnp.PyArray_DATA(self.touch_rows)
+            self.touch.n = 0
+            self.touch.all = 0
+        self.off = pool.alloc(self.size)
+        pool.members.append(self)
+
+    cdef Touch* touch_ptr(self) noexcept:
+        return &self.touch
+
+    # touched-row record, read by trainers
+    def touched_rows(self):
+        return self.touch_rows[:self.touch.n].copy()
+
+    def touched_all(self):
+        return bool(self.touch.all)
+
+    def clear_touched(self):
+        cdef int k
+        for k in range(self.touch.n):
+            self.touch.flag[self.touch.rows[k]] = 0
+        self.touch.n = 0
+        self.touch.all = 0
+
+    def mark_all_touched(self):
+        self.touch.all = 1
+
+    def value_view(self):
+        return self.pool.values[self.off:self.off + self.size]
+
+    def grad_view(self):
+        return self.pool.grads[self.off:self.off + self.size]
+
+    def dyn_dim(self):
+        return dim_to_py(&self.pdim)[0]
+
+    cdef int param_node(self, bint update) except -1:
+        cdef Graph* g = cg()
+        cdef int nid
+        cdef Node* n
+        if self.pool.dtype != g.dtype:
+            raise TypeError(
+                "parameter %s is %s but the graph is %s: create parameters after "
+                "choosing the precision" % (self.name(), "float32" if self.pool.dtype == 0
+                                            else "float64", "float32" if g.dtype == 0 else "float64"))
+        if self.cver != g.version:
+            self.cver = g.version
+            self.pnid = -1
+            self.cnid = -1
+        update = update and self.updated
+        if update and self.pnid >= 0:
+            return self.pnid
+        if not update and self.cnid >= 0:
+            return self.cnid
+        nid = new_node(OP_PARAM, 0, NULL)
+        n = &g.nodes[nid]
+        n.dim = self.pdim
+        n.v = self.pool.vb + self.off * self.pool.itemsize
+        n.ptr = n.v
+        n.gptr = self.pool.gb + self.off * self.pool.itemsize
+        n.flags = F_FIXED | ((F_NG | F_PGRAD) if update else F_CONST)
+        n.aux = &self.touch if self.is_lookup else NULL
+        pyref_add(self)
+        finish_node(nid)
+        if update:
+            self.pnid = nid
+        else:
+            self.cnid = nid
+        return nid
+
+    cdef int node_id(self, bint as_arg) except -1:
+        return self.param_node(True)
+
+    def _expr(self, bint update):
+        return wrap(self.param_node(update))
+
+    def _lookup(self, row, bint update):
+        """Row `row` as an expression pointing straight into the table."""
+        cdef int r = _check_row(self, row)
+        cdef Graph* g = cg()
+        if self.pool.dtype != g.dtype:
+            self.param_node(True)   # raises the dtype error
+        cdef int nid = new_node(OP_LOOKUP, 0, NULL)
+        cdef Node* n = &g.nodes[nid]
+        n.dim = self.pdim
+        n.dim.nd -= 1
+        if n.dim.nd == 0:
+            n.dim.nd = 1
+            n.dim.d[0] = 1
+        n.ia[0] = r
+        n.v = self.pool.vb + (self.off + <long>r * self.rowsize) * self.pool.itemsize
+        n.ptr = n.v
+        n.gptr = self.pool.gb + (self.off + <long>r * self.rowsize) * self.pool.itemsize
+        update = update and self.updated
+        n.flags = F_FIXED | ((F_NG | F_PGRAD) if update else F_CONST)
+        n.aux = &self.touch
+        pyref_add(self)
+        finish_node(nid)
+        return LookupExpression._make(nid, self, update)
+
+    def _lookup_batch(self, rows, bint update):
+        cdef Graph* g = cg()
+        rows = [_check_row(self, r) for r in rows]
+        if len(rows) == 0:
+            raise ValueError("lookup_batch: empty index list")
+        if self.pool.dtype != g.dtype:
+            self.param_node(True)
+        cdef int nid = new_node(OP_LOOKUPB, 0, NULL)
+        cdef Node* n = &g.nodes[nid]
+        n.dim = self.pdim
+        n.dim.nd -= 1
+        if n.dim.nd == 0:
+            n.dim.nd = 1
+            n.dim.d[0] = 1
+        n.dim.bd = len(rows)
+        n.ptr = self.pool.vb + self.off * self.pool.itemsize
+        n.gptr = self.pool.gb + self.off * self.pool.itemsize
+        update = update and self.updated
+        n.flags = F_NG if update else F_CONST
+        n.aux = &self.touch
+        set_indices(nid, rows)
+        pyref_add(self)
+        finish_node(nid)
+        return LookupExpression._make(nid, self, update)
+
+
+cdef int _check_row(ParamExpr p, object row) except -1:
+    if not hasattr(row, "__index__"):
+        raise TypeError("lookup: index must be an integer, got %s" % type(row).__name__)
+    cdef long r = row
+    if r < 0 or r >= p.nrows:
+        raise IndexError("lookup: row %d is out of range for %s with %d rows"
+                         % (r, p.name(), p.nrows))
+    return r
+
+
+cdef class LookupExpression(Expression):
+    """lookup/lookup_batch result; set() changes the row(s)."""
+    cdef ParamExpr table
+    cdef bint update
+
+    @staticmethod
+    def _make(int nid, ParamExpr table, bint update):
+        cdef LookupExpression e = LookupExpression.__new__(LookupExpression)
+        e.ver = cg().version
+        e.nid = nid
+        e.table = table
+        e.update = update
+        return e
+
+    def set(self, index):
+        """Point this lookup at other row(s) and invalidate the graph."""
+        cdef int i = self.node_id(False)
+        cdef Node* n = &cg().nodes[i]
+        cdef int r, k
+        if n.op == OP_LOOKUP:
+            r = _check_row(self.table, index)
+            n.ia[0] = r
+            n.v = self.table.pool.vb + (self.table.off + <long>r * self.table.rowsize) * self.table.pool.itemsize
+            n.ptr = n.v
+            n.gptr = self.table.pool.gb + (self.table.off + <long>r * self.table.rowsize) * self.table.pool.itemsize
+        else:
+            rows = [_check_row(self.table, r) for r in index]
+            if len(rows) != n.nidx:
+                raise ValueError("lookup_batch.set: %d indices for a batch of %d" % (len(rows), n.nidx))
+            for k in range(n.nidx):
+                idx(cg(), n)[k] = rows[k]
+        from dyn._core._graph import invalidate
+        invalidate()
+
+# ---------------------------------------------------------------- building nodes
+# Kernel modules build nodes with these: new node from arguments, set its
+# attributes, then finish (shape check, which may raise) and wrap.
+
+cdef int node1(int op, object x) except -1:
+    cdef int a = arg_id(x, op)
+    return new_node(op, 1, &a)
+
+
+cdef int node2(int op, object x, object y) except -1:
+    cdef int a[2]
+    a[0] = arg_id(x, op)
+    a[1] = arg_id(y, op)
+    return new_node(op, 2, a)
+
+
+cdef int noden(int op, object xs, str opname) except -1:
+    cdef int k, m
+    cdef int buf[16]
+    cdef int* ids = buf
+    if not isinstance(xs, list):
+        raise TypeError("%s: expected a list of expressions, got %s" % (opname, type(xs).__name__))
+    m = len(xs)
+    if m == 0:
+        raise ValueError("%s: empty list of expressions" % opname)
+    if m > 16:
+        ids = <int*>PyMem_Malloc(m * sizeof(int))
+    try:
+        for k in range(m):
+            ids[k] = arg_id(xs[k], op)
+        return new_node(op, m, ids)
+    finally:
+        if ids != buf:
+            PyMem_Free(ids)
+
+
+cdef Expression finish(int nid):
+    finish_node(nid)
+    return wrap(nid)

@@ -1,0 +1,522 @@
+# cython: language_level=3
+"""The computation graph: node table, arenas, incremental forward, backward.
+
+One global graph (as DyNet): ``renew()`` empties it by moving pointers back to
+zero. Nodes are appended in creation order, so forward is a loop up to a node
+and backward is a reverse loop. Every node's value lives in the forward arena
+(or, for parameters, in their pool); gradients in the backward arena, zeroed
+with one ``memset`` per backward call (or, for parameters, in the pool's
+gradient, where they accumulate until the trainer consumes them).
+"""
+from libc.stdlib cimport malloc, realloc, free, calloc
+from libc.string cimport memset, strncpy
+from libc.math cimport sqrt, log, cos, isfinite, M_PI
+from libc.stdint cimport uintptr_t
+
+cdef Graph G
+cdef OpKernel KT[256]
+cdef int NK = 0
+cdef dict OPCODES = {}
+cdef list PYREFS = []
+cdef size_t INITIAL_BYTES = 1 << 20
+cdef size_t ALIGN = 64
+
+# ---------------------------------------------------------------- dims
+
+cdef int dim_size(const Dim* d) noexcept nogil:
+    cdef int s = 1, i
+    for i in range(d.nd):
+        s *= d.d[i]
+    return s
+
+cdef int dim_total(const Dim* d) noexcept nogil:
+    return dim_size(d) * d.bd
+
+cdef int dim_rows(const Dim* d) noexcept nogil:
+    return d.d[0]
+
+cdef int dim_cols(const Dim* d) noexcept nogil:
+    return d.d[1] if d.nd > 1 else 1
+
+cdef void dim_set(Dim* d, int nd, int d0, int d1, int bd) noexcept nogil:
+    d.nd = nd
+    d.d[0] = d0
+    d.d[1] = d1
+    d.bd = bd
+
+cdef bint dim_eq_nobatch(const Dim* a, const Dim* b) noexcept nogil:
+    """Equal shapes, ignoring trailing 1s (DyNet's truncate) and batch."""
+    cdef int i, n = a.nd if a.nd > b.nd else b.nd
+    cdef int x, y
+    for i in range(n):
+        x = a.d[i] if i < a.nd else 1
+        y = b.d[i] if i < b.nd else 1
+        if x != y:
+            return False
+    return True
+
+cdef str dim_str(const Dim* d):
+    s = "{" + ",".join([str(d.d[i]) for i in range(d.nd)]) + "}"
+    if d.bd > 1:
+        s += "x%d" % d.bd
+    return s
+
+cdef Dim dim_from_tuple(object shape, int bd) except *:
+    cdef Dim d
+    cdef int i
+    if isinstance(shape, (int,)) or hasattr(shape, "__index__"):
+        shape = (int(shape),)
+    shape = tuple(shape)
+    if len(shape) == 0:
+        shape = (1,)
+    if len(shape) > MAXD:
+        raise ValueError("a Dim has at most %d dimensions, got %r" % (MAXD, shape))
+    d.nd = len(shape)
+    for i in range(d.nd):
+        v = shape[i]
+        if isinstance(v, float) and v == int(v):
+            v = int(v)
+        if not hasattr(v, "__index__"):
+            raise TypeError("dimensions must be integers, got %r" % (shape,))
+        if v <= 0:
+            raise ValueError("dimensions must be positive, got %r" % (shape,))
+        d.d[i] = v
+    if bd <= 0:
+        raise ValueError("batch size must be positive, got %d" % bd)
+    d.bd = bd
+    return d
+
+cdef object dim_to_py(const Dim* d):
+    return (tuple([d.d[i] for i in range(d.nd)]), d.bd)
+
+# ---------------------------------------------------------------- arenas
+
+cdef size_t _round(size_t n) noexcept nogil:
+    return (n + ALIGN - 1) & ~(ALIGN - 1)
+
+cdef void* _aligned_block(size_t nbytes) except NULL:
+    # malloc'd blocks are 16-byte aligned; we keep 64-byte alignment by
+    # over-allocating and storing the raw pointer just before the block.
+    cdef char* raw = <char*>malloc(nbytes + ALIGN + sizeof(void*))
+    if raw == NULL:
+        raise MemoryError("dyn: cannot allocate %d bytes for the graph arena" % nbytes)
+    cdef uintptr_t p = (<uintptr_t>raw + sizeof(void*) + ALIGN - 1) & ~(<uintptr_t>ALIGN - 1)
+    (<void**>p)[-1] = raw
+    return <void*>p
+
+cdef void _free_block(void* p) noexcept:
+    if p != NULL:
+        free((<void**>p)[-1])
+
+cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL:
+    cdef size_t n = _round(nbytes if nbytes > 0 else 1)
+    cdef size_t newcap
+    cdef void* p
+    if a.used + n > a.cap:
+        # Out of room: chain a new, larger block; live values in the old
+        # block stay where they are until the next reset merges the blocks.
+        newcap = a.cap * 2
+        if newcap < n:
+            newcap = n * 2
+        if a.base != NULL:
+            if a.nold == a.cold:
+                a.cold = a.cold * 2 + 4
+                a.old = <void**>realloc(a.old, a.cold * sizeof(void*))
+                if a.old == NULL:
+                    raise MemoryError("dyn: arena bookkeeping")
+            a.old[a.nold] = a.base
+            a.nold += 1
+        a.base = <char*>_aligned_block(newcap)
+        a.cap = newcap
+        a.used = 0
+    p = a.base + a.used
+    a.used += n
+    a.high += n
+    return p
+
+cdef int arena_reset(Arena* a) except -1:
+    """Start over; if blocks were chained, replace them by one block of the
+    high-water size so the next graph needs no chaining."""
+    cdef int i
+    cdef size_t need
+    if a.nold > 0:
+        need = a.high
+        for i in range(a.nold):
+            _free_block(a.old[i])
+        a.nold = 0
+        _free_block(a.base)
+        a.base = <char*>_aligned_block(need)
+        a.cap = need
+    a.used = 0
+    a.high = 0
+    return 0
+
+cdef int arena_reserve(Arena* a, size_t nbytes) except -1:
+    """Make the (empty) arena hold nbytes in one block."""
+    if a.cap < nbytes or a.nold > 0:
+        arena_reset(a)
+        if a.cap < nbytes:
+            _free_block(a.base)
+            a.base = NULL
+            a.base = <char*>_aligned_block(nbytes)
+            a.cap = nbytes
+    a.used = 0
+    a.high = 0
+    return 0
+
+# ---------------------------------------------------------------- kernels
+
+cdef Graph* cg() noexcept nogil:
+    return &G
+
+cdef OpKernel* kernel(int op) noexcept nogil:
+    return &KT[op]
+
+cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=0) except -1:
+    global NK
+    if name in OPCODES:
+        raise RuntimeError("dyn: two kernels are registered as %r" % name)
+    if NK >= 256:
+        raise RuntimeError("dyn: too many operations")
+    KT[NK].shape = shape
+    KT[NK].fwd = fwd
+    KT[NK].bwd = bwd
+    KT[NK].aux_bytes_per_elem = aux
+    b = name.encode()
+    strncpy(KT[NK].name, b, 31)
+    OPCODES[name] = NK
+    NK += 1
+    return NK - 1
+
+cdef str op_name(int op):
+    return (<bytes>KT[op].name).decode()
+
+cdef str node_desc(int nid):
+    return "node %d (%s, dim %s)" % (nid, op_name(G.nodes[nid].op), dim_str(&G.nodes[nid].dim))
+
+def op_code(str name):
+    """Integer code of a compiled operation (KeyError if none)."""
+    return OPCODES[name]
+
+def op_names():
+    return sorted(OPCODES)
+
+cdef int pyref_add(object o) except -1:
+    PYREFS.append(o)
+    return len(PYREFS) - 1
+
+cdef object pyref_get(int i):
+    return PYREFS[i]
+
+# ---------------------------------------------------------------- nodes
+
+cdef int new_node(int op, int nargs, const int* args) except -1:
+    """Append a node (its Dim is set by finish_node)."""
+    cdef int i, a
+    cdef Node* n
+    if G.n == G.cap:
+        G.cap = G.cap * 2 if G.cap else 1024
+        G.nodes = <Node*>realloc(G.nodes, G.cap * sizeof(Node))
+        if G.nodes == NULL:
+            raise MemoryError("dyn: node table")
+    if G.ni + nargs > G.icap:
+        _grow_ipool(nargs)
+    n = &G.nodes[G.n]
+    n.op = op
+    n.nargs = nargs
+    n.arg_off = G.ni
+    n.flags = 0
+    for i in range(nargs):
+        a = args[i]
+        G.ipool[G.ni + i] = a
+        n.flags |= G.nodes[a].flags & F_NG
+    G.ni += nargs
+    n.v = NULL
+    n.g = NULL
+    n.aux = NULL
+    n.ptr = NULL
+    n.gptr = NULL
+    n.idx_off = 0
+    n.nidx = 0
+    n.pyref = -1
+    n.dim.nd = 1
+    n.dim.d[0] = 1
+    n.dim.bd = 1
+    G.n += 1
+    return G.n - 1
+
+cdef int _grow_ipool(int extra) except -1:
+    G.icap = G.icap * 2 if G.icap else 4096
+    while G.icap < G.ni + extra:
+        G.icap *= 2
+    G.ipool = <int*>realloc(G.ipool, G.icap * sizeof(int))
+    if G.ipool == NULL:
+        raise MemoryError("dyn: index pool")
+    return 0
+
+cdef int set_indices(int nid, object indices) except -1:
+    """Store a list of non-negative ints as the node's index list."""
+    cdef int k, m = len(indices)
+    if G.ni + m > G.icap:
+        _grow_ipool(m)
+    G.nodes[nid].idx_off = G.ni
+    G.nodes[nid].nidx = m
+    for k in range(m):
+        G.ipool[G.ni + k] = indices[k]
+    G.ni += m
+    return 0
+
+cdef int finish_node(int nid) except -1:
+    """Infer the Dim (raising on bad shapes, leaving the graph as it was)."""
+    cdef Node* n = &G.nodes[nid]
+    cdef int ni0 = n.arg_off
+    try:
+        KT[n.op].shape(&G, n)
+    except BaseException:
+        G.n = nid
+        G.ni = ni0
+        raise
+    if G.immediate:
+        forward_to(nid)
+    return nid
+
+# ---------------------------------------------------------------- forward
+
+cdef int forward_to(int nid) except -1:
+    cdef int i, total
+    cdef Node* n
+    cdef OpKernel* K
+    if nid >= G.n or nid < 0:
+        raise RuntimeError("dyn: node %d is not in the current graph" % nid)
+    for i in range(G.computed, nid + 1):
+        n = &G.nodes[i]
+        K = &KT[n.op]
+        total = dim_total(&n.dim)
+        if not (n.flags & F_FIXED):
+            n.v = arena_alloc(&G.fx, <size_t>total * G.itemsize)
+        if K.aux_bytes_per_elem:
+            n.aux = arena_alloc(&G.fx, <size_t>total * K.aux_bytes_per_elem * G.itemsize)
+        K.fwd(&G, n)
+        n.flags |= F_DONE
+        if G.check:
+            _check_finite(i)
+        G.computed = i + 1
+    return 0
+
+cdef int _check_finite(int i) except -1:
+    cdef Node* n = &G.nodes[i]
+    cdef int k, total = dim_total(&n.dim)
+    for k in range(total):
+        if G.dtype == 0:
+            if not isfinite((<float*>n.v)[k]):
+                break
+        elif not isfinite((<double*>n.v)[k]):
+            break
+    else:
+        return 0
+    raise RuntimeError("NaN or Inf detected: first in %s" % node_desc(i))
+
+def invalidate():
+    """Forget computed values: the next value request recomputes all nodes."""
+    cdef int i
+    for i in range(G.n):
+        G.nodes[i].flags &= ~F_DONE
+        if not (G.nodes[i].flags & F_FIXED):
+            G.nodes[i].v = NULL
+    G.computed = 0
+    arena_reset(&G.fx)
+
+# ---------------------------------------------------------------- backward
+
+cdef int backward_from(int nid, bint full) except -1:
+    cdef int i, j, a, total
+    cdef size_t need = 0
+    cdef Node* n
+    cdef unsigned char* live
+    forward_to(nid)
+    n = &G.nodes[nid]
+    if dim_total(&n.dim) != 1:
+        raise ValueError(
+            "backward() can only be called on scalar nodes, but %s has %d elements "
+            "(sum a batched loss with sum_batches first)" % (node_desc(nid), dim_total(&n.dim)))
+    live = <unsigned char*>calloc(nid + 1, 1)
+    if live == NULL:
+        raise MemoryError()
+    try:
+        # Which nodes lie on a path from the target to something that needs
+        # a gradient (full=True: to anything).
+        live[nid] = 1
+        for i in range(nid, -1, -1):
+            n = &G.nodes[i]
+            if live[i] and not full and not (n.flags & F_NG):
+                live[i] = 0
+            if live[i]:
+                for j in range(n.nargs):
+                    live[G.ipool[n.arg_off + j]] = 1
+                if not (n.flags & F_PGRAD):
+                    need += _round(<size_t>dim_total(&n.dim) * G.itemsize)
+        arena_reserve(&G.dx, need)
+        for i in range(nid + 1):
+            n = &G.nodes[i]
+            if not live[i]:
+                n.g = NULL
+            elif n.flags & F_PGRAD:
+                n.g = n.gptr
+            else:
+                n.g = arena_alloc(&G.dx, <size_t>dim_total(&n.dim) * G.itemsize)
+        for i in range(nid + 1, G.n):
+            G.nodes[i].g = NULL
+        memset(G.dx.base, 0, G.dx.used)
+        G.bwd_target = nid
+        n = &G.nodes[nid]
+        if not live[nid]:
+            return 0
+        if G.dtype == 0:
+            (<float*>n.g)[0] += 1.0
+        else:
+            (<double*>n.g)[0] += 1.0
+        for i in range(nid, -1, -1):
+            if not live[i]:
+                continue
+            n = &G.nodes[i]
+            if n.nargs == 0:
+                if KT[n.op].bwd != NULL:
+                    KT[n.op].bwd(&G, n, -1)     # leaf hook: lookups mark rows
+                continue
+            for j in range(n.nargs):
+                a = G.ipool[n.arg_off + j]
+                if live[a]:
+                    KT[n.op].bwd(&G, n, j)
+    finally:
+        free(live)
+    return 0
+
+# ---------------------------------------------------------------- graph API
+
+def renew(immediate_compute=False, check_validity=False):
+    """Empty the graph (pointers back to zero) and start a new version."""
+    G.n = 0
+    G.ni = 0
+    G.computed = 0
+    G.version += 1
+    G.immediate = 1 if immediate_compute else 0
+    G.check = 1 if check_validity else 0
+    G.bwd_target = -1
+    arena_reset(&G.fx)
+    arena_reset(&G.dx)
+    del PYREFS[:]
+    del CHECKPOINTS[:]
+    return G.version
+
+cdef list CHECKPOINTS = []
+
+def checkpoint():
+    """Remember the graph's size; revert() drops the nodes added since."""
+    CHECKPOINTS.append((G.version, G.n, G.ni, len(PYREFS)))
+
+
+def revert():
+    if not CHECKPOINTS:
+        return
+    ver, n, ni, nref = CHECKPOINTS.pop()
+    if ver != G.version:
+        return
+    G.n = n
+    G.ni = ni
+    if G.computed > n:
+        G.computed = n
+    if G.bwd_target >= n:
+        G.bwd_target = -1
+    del PYREFS[nref:]
+
+
+def version():
+    return G.version
+
+def num_nodes():
+    return G.n
+
+def set_dtype(str name):
+    """Choose the float type of new graphs: 'float32' (default) or 'float64'."""
+    if name == "float32":
+        G.dtype, G.itemsize = 0, 4
+    elif name == "float64":
+        G.dtype, G.itemsize = 1, 8
+    else:
+        raise ValueError("dtype must be 'float32' or 'float64', got %r" % (name,))
+    renew()
+
+def get_dtype():
+    return "float64" if G.dtype else "float32"
+
+def set_initial_memory(size_t nbytes):
+    """Initial size of each arena (DyNet's --dynet-mem); arenas still grow."""
+    global INITIAL_BYTES
+    INITIAL_BYTES = max(nbytes, 4096)
+    for a in (0, 1):
+        _resize(&G.fx if a == 0 else &G.dx, INITIAL_BYTES)
+    G.computed = 0
+    G.n = 0
+    G.ni = 0
+    G.version += 1
+
+cdef int _resize(Arena* a, size_t nbytes) except -1:
+    arena_reset(a)
+    _free_block(a.base)
+    a.base = NULL
+    a.base = <char*>_aligned_block(nbytes)
+    a.cap = nbytes
+    return 0
+
+
+def memory_stats():
+    """Bytes (capacity, used) of the forward and backward arenas."""
+    return {"forward_capacity": G.fx.cap, "forward_used": G.fx.high,
+            "backward_capacity": G.dx.cap, "backward_used": G.dx.high,
+            "forward_blocks": G.fx.nold + 1, "nodes": G.n}
+
+def immediate_compute():
+    return bool(G.immediate)
+
+# ---------------------------------------------------------------- random
+
+cdef inline unsigned long long _rotl(unsigned long long x, int k) noexcept nogil:
+    return (x << k) | (x >> (64 - k))
+
+cdef unsigned long long _next(Graph* g) noexcept nogil:
+    cdef unsigned long long s0 = g.rng[0], s1 = g.rng[1]
+    cdef unsigned long long r = s0 + s1
+    s1 ^= s0
+    g.rng[0] = _rotl(s0, 24) ^ s1 ^ (s1 << 16)
+    g.rng[1] = _rotl(s1, 37)
+    return r
+
+cdef double rand_uniform(Graph* g) noexcept nogil:
+    """Uniform in (0, 1)."""
+    return ((_next(g) >> 11) + 0.5) * (1.0 / 9007199254740992.0)
+
+cdef double rand_normal(Graph* g) noexcept nogil:
+    return sqrt(-2.0 * log(rand_uniform(g))) * cos(2.0 * M_PI * rand_uniform(g))
+
+def seed(unsigned long long s):
+    """Seed the generator used by dropout and noise nodes."""
+    cdef unsigned long long z
+    cdef int i
+    for i in range(2):
+        s += 0x9E3779B97F4A7C15ULL
+        z = s
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+        G.rng[i] = z ^ (z >> 31)
+
+def _init_graph():
+    memset(&G, 0, sizeof(Graph))
+    G.itemsize = 4
+    G.bwd_target = -1
+    G.fx.base = <char*>_aligned_block(INITIAL_BYTES)
+    G.fx.cap = INITIAL_BYTES
+    G.dx.base = <char*>_aligned_block(INITIAL_BYTES)
+    G.dx.cap = INITIAL_BYTES
+    seed(0x5EED)
+
+_init_graph()

@@ -1,0 +1,656 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Arithmetic: elementwise (+, -, cmult, cdiv with broadcasting), scalar
+affine (x*a + c), matrix product, affine_transform, dot products, sums and
+norms. Each op: shape rule, forward, backward (accumulating), side by side.
+"""
+from libc.math cimport sqrt
+from libc.string cimport memset, memcpy
+from dyn._core._graph cimport (
+    Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg,
+    dim_eq_nobatch, F_NG)
+from dyn._core._expr cimport node1, node2, noden, finish, Expression
+from dyn._core._bcast cimport real, BIter, bi_init, bi_next, same_shape, _ext
+from dyn._core cimport _blas
+
+cdef enum:
+    ADD, SUB, MUL, DIV
+
+# ---------------------------------------------------------------- helpers
+
+cdef inline real* V(Node* n, real* t) noexcept nogil:
+    return <real*>n.v
+
+cdef str _dims(Graph* g, Node* n):
+    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
+
+
+cdef int _batch(Graph* g, Node* n, str name) except -1:
+    """Batch rule shared by most ops: each argument has batch 1 or B."""
+    cdef int i, b = 1, x
+    for i in range(n.nargs):
+        x = arg(g, n, i).dim.bd
+        if x != 1:
+            if b != 1 and b != x:
+                raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
+            b = x
+    return b
+
+# ---------------------------------------------------------------- elementwise binary
+
+cdef int _shape_cw(Graph* g, Node* n) except -1:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    cdef int k, ea, eb, nd = a.dim.nd if a.dim.nd > b.dim.nd else b.dim.nd
+    cdef str name = ("add", "subtract", "cmult", "cdiv")[n.ia[0]]
+    n.dim.nd = nd
+    for k in range(7):
+        ea = _ext(&a.dim, k)
+        eb = _ext(&b.dim, k)
+        if ea != eb and (eb != 1 if n.ia[0] == DIV else (ea != 1 and eb != 1)):
+            raise ValueError("%s: dimensions %s and %s do not broadcast (each dim equal%s)"
+                             % (name, dim_str(&a.dim), dim_str(&b.dim),
+                                ", or 1 in the right operand" if n.ia[0] == DIV else " or 1"))
+        if k < nd:
+            n.dim.d[k] = ea if ea > eb else eb
+    if n.ia[0] == DIV and b.dim.bd != 1 and b.dim.bd != a.dim.bd:
+        raise ValueError("cdiv: batch sizes %s and %s (the right operand's batch must be 1 or equal)"
+                         % (dim_str(&a.dim), dim_str(&b.dim)))
+    n.dim.bd = _batch(g, n, name)
+    return 0
+
+
+cdef void _cw_fwd(int kind, real* y, real* a, real* b, const Dim* dy, const Dim* da,
+                  const Dim* db) noexcept nogil:
+    cdef int s = dim_size(dy), i, k
+    cdef real* pa
+    cdef real* pb
+    cdef real* py
+    cdef BIter it
+    if same_shape(da, db) and same_shape(da, dy):
+        for k in range(dy.bd):
+            pa = a + (k * s if da.bd > 1 else 0)
+            pb = b + (k * s if db.bd > 1 else 0)
+            py = y + k * s
+            if kind == ADD:
+                for i in range(s):
+                    py[i] = pa[i] + pb[i]
+            elif kind == SUB:
+                for i in range(s):
+                    py[i] = pa[i] - pb[i]
+            elif kind == MUL:
+                for i in range(s):
+                    py[i] = pa[i] * pb[i]
+            else:
+                for i in range(s):
+                    py[i] = pa[i] / pb[i]
+        return
+    bi_init(&it, dy, da, db)
+    for i in range(s * dy.bd):
+        if kind == ADD:
+            y[i] = a[it.oa] + b[it.ob]
+        elif kind == SUB:
+            y[i] = a[it.oa] - b[it.ob]
+        elif kind == MUL:
+            y[i] = a[it.oa] * b[it.ob]
+        else:
+            y[i] = a[it.oa] / b[it.ob]
+        bi_next(&it)
+
+
+cdef void _cw_bwd(int kind, int which, real* gx, real* gy, real* a, real* b, const Dim* dy,
+                  const Dim* da, const Dim* db) noexcept nogil:
+    cdef int s = dim_size(dy), i, k
+    cdef long oa, ob
+    cdef real* pa
+    cdef real* pb
+    cdef real* pg
+    cdef real* px
+    cdef BIter it
+    if same_shape(da, db) and same_shape(da, dy):
+        for k in range(dy.bd):
+            oa = k * s if da.bd > 1 else 0
+            ob = k * s if db.bd > 1 else 0
+            pa = a + oa
+            pb = b + ob
+            pg = gy + k * s
+            px = gx + (oa if which == 0 else ob)
+            if kind == ADD or (kind == SUB and which == 0):
+                for i in range(s):
+                    px[i] += pg[i]
+            elif kind == SUB:
+                for i in range(s):
+                    px[i] -= pg[i]
+            elif kind == MUL:
+                if which == 0:
+                    for i in range(s):
+                        px[i] += pg[i] * pb[i]
+                else:
+                    for i in range(s):
+                        px[i] += pg[i] * pa[i]
+            elif which == 0:
+                for i in range(s):
+                    px[i] += pg[i] / pb[i]
+            else:
+                for i in range(s):
+                    px[i] -= pg[i] * pa[i] / (pb[i] * pb[i])
+        return
+    bi_init(&it, dy, da, db)
+    for i in range(s * dy.bd):
+        oa = it.oa
+        ob = it.ob
+        if kind == ADD or (kind == SUB and which == 0):
+            gx[oa if which == 0 else ob] += gy[i]
+        elif kind == SUB:
+            gx[ob] -= gy[i]
+        elif kind == MUL:
+            if which == 0:
+                gx[oa] += gy[i] * b[ob]
+            else:
+                gx[ob] += gy[i] * a[oa]
+        elif which == 0:
+            gx[oa] += gy[i] / b[ob]
+        else:
+            gx[ob] -= gy[i] * a[oa] / (b[ob] * b[ob])
+        bi_next(&it)
+
+
+cdef void fwd_cw(Graph* g, Node* n) noexcept:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    if g.dtype == 0:
+        _cw_fwd(n.ia[0], <float*>n.v, <float*>a.v, <float*>b.v, &n.dim, &a.dim, &b.dim)
+    else:
+        _cw_fwd(n.ia[0], <double*>n.v, <double*>a.v, <double*>b.v, &n.dim, &a.dim, &b.dim)
+
+
+cdef void bwd_cw(Graph* g, Node* n, int i) noexcept:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    cdef void* gx = a.g if i == 0 else b.g
+    if g.dtype == 0:
+        _cw_bwd(n.ia[0], i, <float*>gx, <float*>n.g, <float*>a.v, <float*>b.v, &n.dim, &a.dim, &b.dim)
+    else:
+        _cw_bwd(n.ia[0], i, <double*>gx, <double*>n.g, <double*>a.v, <double*>b.v, &n.dim, &a.dim, &b.dim)
+
+
+cdef int OP_CW = register_op("cwise", _shape_cw, fwd_cw, bwd_cw)
+
+
+cdef Expression _cwise(int kind, object x, object y):
+    cdef int nid = node2(OP_CW, x, y)
+    g_node(nid).ia[0] = kind
+    return finish(nid)
+
+
+cdef inline Node* g_node(int nid) noexcept:
+    return &cg().nodes[nid]
+
+
+def cmult(x, y):
+    return _cwise(MUL, x, y)
+
+
+def cdiv(x, y):
+    return _cwise(DIV, x, y)
+
+# ---------------------------------------------------------------- x * a + c
+
+cdef int _shape_same(Graph* g, Node* n) except -1:
+    n.dim = arg(g, n, 0).dim
+    return 0
+
+
+cdef void _aff_fwd(real* y, real* x, int m, real a, real c) noexcept nogil:
+    cdef int i
+    for i in range(m):
+        y[i] = a * x[i] + c
+
+
+cdef void fwd_affs(Graph* g, Node* n) noexcept:
+    cdef int m = dim_total(&n.dim)
+    if g.dtype == 0:
+        _aff_fwd(<float*>n.v, <float*>arg(g, n, 0).v, m, <float>n.fa[0], <float>n.fa[1])
+    else:
+        _aff_fwd(<double*>n.v, <double*>arg(g, n, 0).v, m, n.fa[0], n.fa[1])
+
+
+cdef void bwd_affs(Graph* g, Node* n, int i) noexcept:
+    _blas.axpy(g.dtype, dim_total(&n.dim), n.fa[0], n.g, arg(g, n, 0).g)
+
+
+cdef int OP_AFFS = register_op("scalar_affine", _shape_same, fwd_affs, bwd_affs)
+
+
+def scalar_affine(x, double a, double c):
+    """x * a + c elementwise (numbers in +, -, *, / and unary minus)."""
+    cdef int nid = node1(OP_AFFS, x)
+    g_node(nid).fa[0] = a
+    g_node(nid).fa[1] = c
+    return finish(nid)
+
+
+cdef bint _num(object x):
+    return isinstance(x, (int, float)) or (hasattr(x, "__float__") and not isinstance(x, Expression)
+                                          and not hasattr(x, "shape"))
+
+
+def add(x, y):
+    if isinstance(y, Expression) and isinstance(x, Expression):
+        return _cwise(ADD, x, y)
+    if _num(y):
+        return scalar_affine(x, 1.0, float(y))
+    if _num(x):
+        return scalar_affine(y, 1.0, float(x))
+    return NotImplemented
+
+
+def sub(x, y):
+    if isinstance(y, Expression) and isinstance(x, Expression):
+        return _cwise(SUB, x, y)
+    if _num(y):
+        return scalar_affine(x, 1.0, -float(y))
+    if _num(x):
+        return scalar_affine(y, -1.0, float(x))
+    return NotImplemented
+
+
+def mul(x, y):
+    if isinstance(y, Expression) and isinstance(x, Expression):
+        return matmul(x, y)
+    if _num(y):
+        return scalar_affine(x, float(y), 0.0)
+    if _num(x):
+        return scalar_affine(y, float(x), 0.0)
+    return NotImplemented
+
+
+def div(x, y):
+    if isinstance(x, Expression) and _num(y):
+        return scalar_affine(x, 1.0 / float(y), 0.0)
+    raise NotImplementedError(
+        "Expression / %s: only division by a number is supported (use dy.cdiv for "
+        "elementwise division)" % type(y).__name__)
+
+
+def neg(x):
+    return scalar_affine(x, -1.0, 0.0)
+
+# ---------------------------------------------------------------- matrix product
+
+cdef int _mm_check(Dim* a, Dim* b, str name) except -1:
+    if a.nd > 2 or b.nd > 2:
+        raise ValueError("%s: operands must have at most 2 dimensions, got %s and %s"
+                         % (name, dim_str(a), dim_str(b)))
+    if dim_cols(a) != b.d[0]:
+        raise ValueError("%s: %s * %s: the left operand's %d columns do not match the "
+                         "right operand's %d rows" % (name, dim_str(a), dim_str(b), dim_cols(a), b.d[0]))
+    return 0
+
+
+cdef int _shape_mm(Graph* g, Node* n) except -1:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    _mm_check(&a.dim, &b.dim, "matrix product (*)")
+    n.dim.d[0] = a.dim.d[0]
+    n.dim.d[1] = dim_cols(&b.dim)
+    n.dim.nd = b.dim.nd
+    n.dim.bd = _batch(g, n, "matrix product (*)")
+    return 0
+
+
+cdef void mm_fwd(Graph* g, void* y, int ybd, Node* W, Node* x, double beta) noexcept:
+    """y (+)= W x per batch element; one gemm when W is shared over the batch."""
+    cdef int m = W.dim.d[0], k = dim_cols(&W.dim), n = dim_cols(&x.dim), b, isz = g.itemsize
+    cdef int N = n * ybd
+    cdef char* Wb
+    cdef char* xb
+    if W.dim.bd == 1 and x.dim.bd == ybd:
+        if N == 1:
+            _blas.gemv(g.dtype, b'N', m, k, 1.0, W.v, m, x.v, beta, y)
+        else:
+            _blas.gemm(g.dtype, b'N', b'N', m, N, k, 1.0, W.v, m, x.v, k, beta, y, m)
+        return
+    for b in range(ybd):
+        Wb = <char*>W.v + (<size_t>b * m * k * isz if W.dim.bd > 1 else 0)
+        xb = <char*>x.v + (<size_t>b * k * n * isz if x.dim.bd > 1 else 0)
+        _blas.gemm(g.dtype, b'N', b'N', m, n, k, 1.0, Wb, m, xb, k, beta,
+                   <char*>y + <size_t>b * m * n * isz, m)
+
+
+cdef void mm_bwd(Graph* g, void* gy, int ybd, Node* W, Node* x, int which) noexcept:
+    """Accumulate gW += gy x^T (which 0) or gx += W^T gy (which 1)."""
+    cdef int m = W.dim.d[0], k = dim_cols(&W.dim), n = dim_cols(&x.dim), b, isz = g.itemsize
+    cdef int N = n * ybd
+    cdef char* gyb
+    if W.dim.bd == 1 and x.dim.bd == ybd:
+        if which == 0:
+            _blas.gemm(g.dtype, b'N', b'T', m, k, N, 1.0, gy, m, x.v, k, 1.0, W.g, m)
+        elif N == 1:
+            _blas.gemv(g.dtype, b'T', m, k, 1.0, W.v, m, gy, 1.0, x.g)
+        else:
+            _blas.gemm(g.dtype, b'T', b'N', k, N, m, 1.0, W.v, m, gy, m, 1.0, x.g, k)
+        return
+    for b in range(ybd):
+        gyb = <char*>gy + <size_t>b * m * n * isz
+        if which == 0:
+            _blas.gemm(g.dtype, b'N', b'T', m, k, n, 1.0, gyb, m,
+                       <char*>x.v + (<size_t>b * k * n * isz if x.dim.bd > 1 else 0), k, 1.0,
+                       <char*>W.g + (<size_t>b * m * k * isz if W.dim.bd > 1 else 0), m)
+        else:
+            _blas.gemm(g.dtype, b'T', b'N', k, n, m, 1.0,
+                       <char*>W.v + (<size_t>b * m * k * isz if W.dim.bd > 1 else 0), m, gyb, m, 1.0,
+                       <char*>x.g + (<size_t>b * k * n * isz if x.dim.bd > 1 else 0), k)
+
+
+cdef void fwd_mm(Graph* g, Node* n) noexcept:
+    mm_fwd(g, n.v, n.dim.bd, arg(g, n, 0), arg(g, n, 1), 0.0)
+
+
+cdef void bwd_mm(Graph* g, Node* n, int i) noexcept:
+    mm_bwd(g, n.g, n.dim.bd, arg(g, n, 0), arg(g, n, 1), i)
+
+
+cdef int OP_MM = register_op("matmul", _shape_mm, fwd_mm, bwd_mm)
+
+
+def matmul(x, y):
+    return finish(node2(OP_MM, x, y))
+
+# ---------------------------------------------------------------- affine_transform
+
+cdef int _shape_affine(Graph* g, Node* n) except -1:
+    cdef Node* b = arg(g, n, 0)
+    cdef int i, rows, cols
+    if n.nargs % 2 != 1:
+        raise ValueError("affine_transform: expected [b, W1, x1, W2, x2, ...] (an odd number "
+                         "of expressions), got %d" % n.nargs)
+    n.dim = b.dim
+    for i in range(1, n.nargs, 2):
+        W = arg(g, n, i)
+        x = arg(g, n, i + 1)
+        _mm_check(&W.dim, &x.dim, "affine_transform")
+        rows = W.dim.d[0]
+        cols = dim_cols(&x.dim)
+        if rows != b.dim.d[0] or (dim_cols(&b.dim) != cols and dim_cols(&b.dim) != 1):
+            raise ValueError("affine_transform: term %d is %dx%d but the bias is %s (%s)"
+                             % (i // 2, rows, cols, dim_str(&b.dim), _dims(g, n)))
+        if cols != 1 or x.dim.nd > 1:
+            n.dim.nd = 2
+            n.dim.d[1] = cols
+    n.dim.bd = _batch(g, n, "affine_transform")
+    return 0
+
+
+cdef void fwd_affine(Graph* g, Node* n) noexcept:
+    cdef Node* b = arg(g, n, 0)
+    cdef int i, k, s = dim_size(&n.dim), bs = dim_size(&b.dim), isz = g.itemsize
+    cdef char* y = <char*>n.v
+    # bias, broadcast over the batch and (for a column bias) over columns
+    for k in range(n.dim.bd):
+        for i in range(0, s, bs):
+            memcpy(y + (<size_t>k * s + i) * isz,
+                   <char*>b.v + (<size_t>k * bs * isz if b.dim.bd > 1 else 0), bs * isz)
+    for i in range(1, n.nargs, 2):
+        mm_fwd(g, n.v, n.dim.bd, arg(g, n, i), arg(g, n, i + 1), 1.0)
+
+
+cdef void bwd_affine(Graph* g, Node* n, int i) noexcept:
+    cdef Node* b
+    cdef int k, j, s, bs, isz = g.itemsize
+    if i == 0:
+        b = arg(g, n, 0)
+        s = dim_size(&n.dim)
+        bs = dim_size(&b.dim)
+        for k in range(n.dim.bd):
+            for j in range(0, s, bs):
+                _blas.axpy(g.dtype, bs, 1.0, <char*>n.g + (<size_t>k * s + j) * isz,
+                           <char*>b.g + (<size_t>k * bs * isz if b.dim.bd > 1 else 0))
+        return
+    j = i if i % 2 == 1 else i - 1
+    mm_bwd(g, n.g, n.dim.bd, arg(g, n, j), arg(g, n, j + 1), 0 if i % 2 == 1 else 1)
+
+
+cdef int OP_AFFINE = register_op("affine_transform", _shape_affine, fwd_affine, bwd_affine)
+
+
+def affine_transform(xs):
+    return finish(noden(OP_AFFINE, xs, "affine_transform"))
+
+# ---------------------------------------------------------------- esum
+
+cdef int _shape_esum(Graph* g, Node* n) except -1:
+    cdef int i
+    cdef Node* a = arg(g, n, 0)
+    for i in range(1, n.nargs):
+        if not dim_eq_nobatch(&a.dim, &arg(g, n, i).dim):
+            raise ValueError("esum: all expressions must have the same dimensions, got %s"
+                             % _dims(g, n))
+    n.dim = a.dim
+    n.dim.bd = _batch(g, n, "esum")
+    return 0
+
+
+cdef void fwd_esum(Graph* g, Node* n) noexcept:
+    cdef int i, k, s = dim_size(&n.dim), isz = g.itemsize
+    cdef Node* a
+    memset(n.v, 0, <size_t>s * n.dim.bd * isz)
+    for i in range(n.nargs):
+        a = arg(g, n, i)
+        if a.dim.bd == n.dim.bd:
+            _blas.axpy(g.dtype, s * n.dim.bd, 1.0, a.v, n.v)
+        else:
+            for k in range(n.dim.bd):
+                _blas.axpy(g.dtype, s, 1.0, a.v, <char*>n.v + <size_t>k * s * isz)
+
+
+cdef void bwd_sumlike(Graph* g, Node* n, int i) noexcept:
+    """gx += gy, summing over the batch when x was broadcast."""
+    cdef Node* a = arg(g, n, i)
+    cdef int k, s = dim_size(&n.dim), isz = g.itemsize
+    if a.dim.bd == n.dim.bd:
+        _blas.axpy(g.dtype, s * n.dim.bd, 1.0, n.g, a.g)
+    else:
+        for k in range(n.dim.bd):
+            _blas.axpy(g.dtype, s, 1.0, <char*>n.g + <size_t>k * s * isz, a.g)
+
+
+cdef int OP_ESUM = register_op("esum", _shape_esum, fwd_esum, bwd_sumlike)
+
+
+def esum(xs):
+    return finish(noden(OP_ESUM, xs, "esum"))
+
+# ---------------------------------------------------------------- reductions to one value per batch element
+
+cdef int _shape_scalar(Graph* g, Node* n) except -1:
+    n.dim.nd = 1
+    n.dim.d[0] = 1
+    n.dim.bd = arg(g, n, 0).dim.bd
+    return 0
+
+
+cdef void _sum_fwd(real* y, real* x, int s, int bd, int kind) noexcept nogil:
+    # kind 0: sum, 1: sum of squares, 2: l2 norm
+    cdef int b, i
+    cdef double acc
+    for b in range(bd):
+        acc = 0
+        if kind == 0:
+            for i in range(s):
+                acc += x[b * s + i]
+        else:
+            for i in range(s):
+                acc += x[b * s + i] * <double>x[b * s + i]
+        y[b] = sqrt(acc) if kind == 2 else acc
+
+
+cdef void _sum_bwd(real* gx, real* gy, real* x, real* y, int s, int bd, int kind) noexcept nogil:
+    cdef int b, i
+    cdef real c
+    for b in range(bd):
+        if kind == 0:
+            c = gy[b]
+            for i in range(s):
+                gx[b * s + i] += c
+        else:
+            if kind == 1:
+                c = 2 * gy[b]
+            else:
+                c = gy[b] / y[b] if y[b] > 0 else 0
+            for i in range(s):
+                gx[b * s + i] += c * x[b * s + i]
+
+
+cdef void fwd_red(Graph* g, Node* n) noexcept:
+    cdef Node* a = arg(g, n, 0)
+    if g.dtype == 0:
+        _sum_fwd(<float*>n.v, <float*>a.v, dim_size(&a.dim), a.dim.bd, n.ia[0])
+    else:
+        _sum_fwd(<double*>n.v, <double*>a.v, dim_size(&a.dim), a.dim.bd, n.ia[0])
+
+
+cdef void bwd_red(Graph* g, Node* n, int i) noexcept:
+    cdef Node* a = arg(g, n, 0)
+    if g.dtype == 0:
+        _sum_bwd(<float*>a.g, <float*>n.g, <float*>a.v, <float*>n.v, dim_size(&a.dim), a.dim.bd, n.ia[0])
+    else:
+        _sum_bwd(<double*>a.g, <double*>n.g, <double*>a.v, <double*>n.v, dim_size(&a.dim), a.dim.bd, n.ia[0])
+
+
+cdef int OP_RED = register_op("reduce_elems", _shape_scalar, fwd_red, bwd_red)
+
+
+cdef Expression _reduce(object x, int kind):
+    cdef int nid = node1(OP_RED, x)
+    g_node(nid).ia[0] = kind
+    return finish(nid)
+
+
+def sum_elems(x):
+    return _reduce(x, 0)
+
+
+def squared_norm(x):
+    return _reduce(x, 1)
+
+
+def l2_norm(x):
+    return _reduce(x, 2)
+
+# ---------------------------------------------------------------- dot_product, squared_distance
+
+cdef int _shape_pair_scalar(Graph* g, Node* n) except -1:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    cdef str name = "dot_product" if n.ia[0] == 0 else "squared_distance"
+    if not dim_eq_nobatch(&a.dim, &b.dim):
+        raise ValueError("%s: dimensions must match, got %s and %s" % (name, dim_str(&a.dim), dim_str(&b.dim)))
+    n.dim.nd = 1
+    n.dim.d[0] = 1
+    n.dim.bd = _batch(g, n, name)
+    return 0
+
+
+cdef void _pair_fwd(real* y, real* a, real* b, int s, int bd, int ba, int bb, int kind) noexcept nogil:
+    cdef int k, i
+    cdef real* pa
+    cdef real* pb
+    cdef double acc
+    for k in range(bd):
+        pa = a + (k * s if ba > 1 else 0)
+        pb = b + (k * s if bb > 1 else 0)
+        acc = 0
+        if kind == 0:
+            for i in range(s):
+                acc += pa[i] * <double>pb[i]
+        else:
+            for i in range(s):
+                acc += (pa[i] - <double>pb[i]) * (pa[i] - <double>pb[i])
+        y[k] = acc
+
+
+cdef void _pair_bwd(real* gx, real* gy, real* a, real* b, int s, int bd, int ba, int bb,
+                    int kind, int which) noexcept nogil:
+    cdef int k, i
+    cdef real* pa
+    cdef real* pb
+    cdef real* px
+    cdef real c
+    for k in range(bd):
+        pa = a + (k * s if ba > 1 else 0)
+        pb = b + (k * s if bb > 1 else 0)
+        px = gx + (k * s if (ba if which == 0 else bb) > 1 else 0)
+        if kind == 0:
+            for i in range(s):
+                px[i] += gy[k] * (pb[i] if which == 0 else pa[i])
+        else:
+            c = 2 * gy[k] if which == 0 else -2 * gy[k]
+            for i in range(s):
+                px[i] += c * (pa[i] - pb[i])
+
+
+cdef void fwd_pair(Graph* g, Node* n) noexcept:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    if g.dtype == 0:
+        _pair_fwd(<float*>n.v, <float*>a.v, <float*>b.v, dim_size(&a.dim), n.dim.bd, a.dim.bd, b.dim.bd, n.ia[0])
+    else:
+        _pair_fwd(<double*>n.v, <double*>a.v, <double*>b.v, dim_size(&a.dim), n.dim.bd, a.dim.bd, b.dim.bd, n.ia[0])
+
+
+cdef void bwd_pair(Graph* g, Node* n, int i) noexcept:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    cdef void* gx = a.g if i == 0 else b.g
+    if g.dtype == 0:
+        _pair_bwd(<float*>gx, <float*>n.g, <float*>a.v, <float*>b.v, dim_size(&a.dim), n.dim.bd,
+                  a.dim.bd, b.dim.bd, n.ia[0], i)
+    else:
+        _pair_bwd(<double*>gx, <double*>n.g, <double*>a.v, <double*>b.v, dim_size(&a.dim), n.dim.bd,
+                  a.dim.bd, b.dim.bd, n.ia[0], i)
+
+
+cdef int OP_PAIR = register_op("pair_reduce", _shape_pair_scalar, fwd_pair, bwd_pair)
+
+
+cdef Expression _pair(object x, object y, int kind):
+    cdef int nid = node2(OP_PAIR, x, y)
+    g_node(nid).ia[0] = kind
+    return finish(nid)
+
+
+def dot_product(x, y):
+    return _pair(x, y, 0)
+
+
+def squared_distance(x, y):
+    return _pair(x, y, 1)
+
+# ---------------------------------------------------------------- sum_batches
+
+cdef int _shape_sumb(Graph* g, Node* n) except -1:
+    n.dim = arg(g, n, 0).dim
+    n.dim.bd = 1
+    return 0
+
+
+cdef void fwd_sumb(Graph* g, Node* n) noexcept:
+    cdef Node* a = arg(g, n, 0)
+    cdef int k, s = dim_size(&n.dim)
+    memset(n.v, 0, <size_t>s * g.itemsize)
+    for k in range(a.dim.bd):
+        _blas.axpy(g.dtype, s, 1.0, <char*>a.v + <size_t>k * s * g.itemsize, n.v)
+
+
+cdef void bwd_sumb(Graph* g, Node* n, int i) noexcept:
+    cdef Node* a = arg(g, n, 0)
+    cdef int k, s = dim_size(&n.dim)
+    for k in range(a.dim.bd):
+        _blas.axpy(g.dtype, s, 1.0, n.g, <char*>a.g + <size_t>k * s * g.itemsize)
+
+
+cdef int OP_SUMB = register_op("sum_batches", _shape_sumb, fwd_sumb, bwd_sumb)
+
+
+def sum_batches(x):
+    return finish(node1(OP_SUMB, x))

@@ -1,0 +1,186 @@
+"""Graph mechanics: laziness, versions, backward rules, arenas, debugging modes."""
+
+import numpy as np
+import pytest
+
+import dyn as dy
+from dyn._core import _graph
+
+
+def test_stale_expression_raises():
+    x = dy.inputVector([1.0, 2.0])
+    dy.renew_cg()
+    with pytest.raises(RuntimeError, match="Stale"):
+        x.value()
+    with pytest.raises(RuntimeError, match="Stale"):
+        x.dim()
+    y = dy.inputVector([1.0, 2.0])
+    with pytest.raises(ValueError, match="stale"):
+        dy.cmult(y, x)
+    with pytest.raises(ValueError, match="stale"):
+        dy.cmult(x, y)  # stricter than DyNet: the first argument is checked too
+    with pytest.raises(ValueError, match="stale"):
+        dy.esum([y, x])
+    assert y.vec_value() == [1.0, 2.0]  # the failed calls left the graph usable
+
+
+def test_lazy_and_incremental_forward():
+    x = dy.inputVector([1.0, -2.0])
+    y = x * 3.0
+    assert _graph.memory_stats()["forward_used"] == 0  # nothing computed yet
+    assert y.vec_value() == [3.0, -6.0]
+    used = _graph.memory_stats()["forward_used"]
+    z = y + 1.0
+    assert z.vec_value() == [4.0, -5.0]
+    assert _graph.memory_stats()["forward_used"] > used  # only z was added
+    assert y.vec_value() == [3.0, -6.0]
+
+
+def test_input_set_invalidates():
+    x = dy.scalarInput(2.0)
+    y = x * x if False else dy.cmult(x, x)
+    assert y.scalar_value() == 4.0
+    x.set(3.0)
+    assert y.scalar_value() == 9.0
+    v = dy.vecInput(2)
+    w = v * 2.0
+    v.set([1.0, 5.0])
+    assert w.vec_value() == [2.0, 10.0]
+
+
+def test_value_shapes_follow_dynet():
+    s = dy.scalarInput(1.5)
+    assert s.value() == 1.5 and s.npvalue().shape == (1,) and s.dim() == ((1,), 1)
+    v = dy.inputVector([1, 2, 3])
+    assert v.value() == [1.0, 2.0, 3.0] and v.dim() == ((3,), 1)
+    m = dy.inputTensor(np.arange(6.0).reshape(2, 3))
+    assert m.value().shape == (2, 3) and m.dim() == ((2, 3), 1)
+    np.testing.assert_array_equal(m.npvalue(), np.arange(6.0).reshape(2, 3))
+    assert m.vec_value() == list(np.arange(6.0).reshape(2, 3).ravel(order="F"))
+    b = dy.inputTensor(np.arange(6.0).reshape(2, 3), batched=True)
+    assert b.dim() == ((2,), 3) and b.npvalue().shape == (2, 3)
+    lb = dy.inputTensor([np.ones(2), np.zeros(2)])
+    assert lb.dim() == ((2,), 2)
+    assert dy.zeros((2, 2), batch_size=4).dim() == ((2, 2), 4)
+    assert dy.constant(3, 0.5).vec_value() == [0.5, 0.5, 0.5]
+    assert dy.ones(2).tensor_value().as_numpy().tolist() == [1.0, 1.0]
+    assert repr(s).startswith("expression ")
+
+
+def test_backward_needs_scalar_and_gradient_rules():
+    m = dy.ParameterCollection()
+    p = m.add_parameters((3,), init=1.0)
+    x = dy.inputVector([1.0, 2.0, 3.0])
+    y = dy.cmult(p, x)
+    with pytest.raises(ValueError, match="scalar"):
+        y.backward()
+    with pytest.raises(RuntimeError):
+        y.gradient()  # no backward yet
+    loss = dy.sum_elems(y)
+    loss.backward()
+    np.testing.assert_allclose(p.grad_as_array(), [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(x.gradient(), 0.0)  # constant: no gradient without full=True
+    loss.backward(full=True)
+    np.testing.assert_allclose(x.gradient(), [1.0, 1.0, 1.0])
+    np.testing.assert_allclose(p.grad_as_array(), [2.0, 4.0, 6.0])  # parameters accumulate
+    later = loss * 2.0
+    with pytest.raises(RuntimeError):
+        later.gradient()  # created after the backward start node
+
+
+def test_batched_loss_must_be_summed():
+    x = dy.inputTensor(np.ones((2, 4)), batched=True)
+    loss = dy.sum_elems(x)
+    with pytest.raises(ValueError, match="sum_batches"):
+        loss.backward()
+    dy.sum_batches(loss).backward(full=True)
+    np.testing.assert_allclose(x.gradient(), np.ones((2, 4)))
+
+
+def test_immediate_compute_and_check_validity():
+    dy.renew_cg(immediate_compute=True, check_validity=True)
+    x = dy.inputVector([1.0, 0.0])
+    used = _graph.memory_stats()["forward_used"]
+    y = x * 2.0
+    assert _graph.memory_stats()["forward_used"] > used  # computed at creation
+    with pytest.raises(RuntimeError, match="NaN or Inf.*cwise"):
+        dy.cdiv(y, x)  # 0/0 -> the node that made it is named
+    dy.renew_cg()
+    dy.cdiv(y if False else dy.inputVector([1.0]), dy.inputVector([0.0]))  # no check: no error
+
+
+def test_arena_grows_by_itself_and_merges():
+    _graph.set_initial_memory(4096)
+    x = dy.inputTensor(np.ones((100, 100)))
+    ys = [x * float(i) for i in range(20)]  # 20 x 40 kB >> 4 kB
+    total = dy.esum(ys)
+    assert total.npvalue()[0, 0] == sum(range(20))
+    st = _graph.memory_stats()
+    assert st["forward_blocks"] > 1
+    dy.renew_cg()
+    st2 = _graph.memory_stats()
+    assert st2["forward_blocks"] == 1 and st2["forward_capacity"] >= st["forward_used"]
+    x = dy.inputTensor(np.ones((100, 100)))
+    dy.esum([x * float(i) for i in range(20)]).forward()
+    assert _graph.memory_stats()["forward_blocks"] == 1  # the merged block was big enough
+
+
+def test_cg_api():
+    v = dy.cg_version()
+    dy.renew_cg()
+    assert dy.cg_version() == v + 1
+    with pytest.raises(RuntimeError):
+        dy.ComputationGraph()
+    assert dy.cg() is dy.cg()
+    a, b = dy.scalarInput(1.0), dy.scalarInput(2.0)
+    s = a + b
+    dy.forward([s, a])
+    assert dy.values([s, b]) == [3.0, 2.0]
+
+
+def test_operators_with_numbers():
+    x = dy.inputVector([1.0, 2.0])
+    assert (x + 1).vec_value() == [2.0, 3.0]
+    assert (1 + x).vec_value() == [2.0, 3.0]
+    assert (x - 1).vec_value() == [0.0, 1.0]
+    assert (1 - x).vec_value() == [0.0, -1.0]
+    assert (x * 2).vec_value() == [2.0, 4.0]
+    assert (2 * x).vec_value() == [2.0, 4.0]
+    assert (x / 2).vec_value() == [0.5, 1.0]
+    assert (-x).vec_value() == [-1.0, -2.0]
+    with pytest.raises(NotImplementedError, match="cdiv"):
+        x / x
+    with pytest.raises(TypeError):
+        x + "a"
+
+
+def test_bad_shapes_name_op_and_dims():
+    a = dy.inputTensor(np.ones((2, 3)))
+    b = dy.inputTensor(np.ones((4, 5)))
+    with pytest.raises(ValueError, match=r"matrix product.*\{2,3\}.*\{4,5\}"):
+        a * b
+    with pytest.raises(ValueError, match=r"add.*\{2,3\}.*\{4,5\}"):
+        a + b
+    with pytest.raises(ValueError, match="affine_transform"):
+        dy.affine_transform([a, b])
+    with pytest.raises(TypeError):
+        dy.esum((a, a))
+    with pytest.raises(ValueError, match="empty"):
+        dy.esum([])
+    with pytest.raises(ValueError, match="batch"):
+        dy.inputTensor(np.ones((2, 3)), batched=True) + dy.inputTensor(np.ones((2, 4)), batched=True)
+    with pytest.raises(TypeError):
+        dy.cmult(a, np.ones((2, 3)))
+    assert (a + a).dim() == ((2, 3), 1)  # graph intact after the errors
+
+
+def test_float64_precision(float64):
+    x = dy.inputVector([1.0 / 3.0])
+    assert x.scalar_value() == 1.0 / 3.0
+    m = dy.ParameterCollection()
+    p = m.add_parameters((1,), init=0.1)
+    assert p.as_array().dtype == np.float64
+    dy.set_precision("float32")
+    with pytest.raises(TypeError, match="float64"):
+        p * 2.0  # a float64 parameter in a float32 graph
+    dy.set_precision("float64")
