@@ -80,10 +80,6 @@ def get_precision():
 def _bind_operators():
     from dyn._core import _expr, _k_arith
 
-    _expr.bind_operator("add", _k_arith.add)
-    _expr.bind_operator("sub", _k_arith.sub)
-    _expr.bind_operator("mul", _k_arith.mul)
-    _expr.bind_operator("div", _k_arith.div)
     _expr.bind_operator("neg", _k_arith.neg)
     _expr.bind_operator("pow", _shape._pow)
     _expr.bind_operator("getitem", _shape._getitem)

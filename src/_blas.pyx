@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Thin float32/float64 dispatch over scipy's BLAS (sklearn's _cython_blas idea)."""
-from scipy.linalg.cython_blas cimport sgemm, dgemm, sgemv, dgemv, saxpy, daxpy, sscal, dscal, sdot, ddot
+from scipy.linalg.cython_blas cimport sgemm, dgemm, sgemv, dgemv, sger, dger, saxpy, daxpy, sscal, dscal, sdot, ddot
 
 
 cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
@@ -22,6 +22,16 @@ cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
         sgemv(&ta, &m, &n, &fa, <float*>A, &lda, <float*>x, &one, &fb, <float*>y, &one)
     else:
         dgemv(&ta, &m, &n, &alpha, <double*>A, &lda, <double*>x, &one, &beta, <double*>y, &one)
+
+
+cdef void ger(int dtype, int m, int n, double alpha, void* x, void* y, void* A, int lda) noexcept nogil:
+    """A += alpha x y^T (the weight gradient of a matrix-vector product)."""
+    cdef float fa = alpha
+    cdef int one = 1
+    if dtype == 0:
+        sger(&m, &n, &fa, <float*>x, &one, <float*>y, &one, <float*>A, &lda)
+    else:
+        dger(&m, &n, &alpha, <double*>x, &one, <double*>y, &one, <double*>A, &lda)
 
 
 cdef void axpy(int dtype, int n, double alpha, void* x, void* y) noexcept nogil:

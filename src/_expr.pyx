@@ -97,28 +97,28 @@ cdef class Expression:
         """Back-propagate from this scalar node; parameters accumulate gradients."""
         backward_from(self.node_id(False), full)
 
-    # Operators dispatch to functions bound by dyn.ops.arith / dyn.ops.shape
-    # at import (module globals, so no import runs per call).
+    # Arithmetic operators call C functions registered by src/_k_arith.pyx:
+    # no dictionary lookup or Python-level call per node.
     def __add__(x, y):
-        return _OPS["add"](x, y)
+        return BINOPS[BIN_ADD](x, y)
 
     def __radd__(x, y):
-        return _OPS["add"](y, x)
+        return BINOPS[BIN_ADD](y, x)
 
     def __sub__(x, y):
-        return _OPS["sub"](x, y)
+        return BINOPS[BIN_SUB](x, y)
 
     def __rsub__(x, y):
-        return _OPS["sub"](y, x)
+        return BINOPS[BIN_SUB](y, x)
 
     def __mul__(x, y):
-        return _OPS["mul"](x, y)
+        return BINOPS[BIN_MUL](x, y)
 
     def __rmul__(x, y):
-        return _OPS["mul"](y, x)
+        return BINOPS[BIN_MUL](y, x)
 
     def __truediv__(x, y):
-        return _OPS["div"](x, y)
+        return BINOPS[BIN_DIV](x, y)
 
     def __neg__(x):
         return _OPS["neg"](x)
@@ -131,6 +131,18 @@ cdef class Expression:
 
 
 cdef dict _OPS = {}
+cdef binop_fn BINOPS[4]
+
+
+cdef object _unbound(object x, object y):
+    raise RuntimeError("dyn: arithmetic kernels are not loaded (import dyn, not dyn._core)")
+
+
+BINOPS[0] = BINOPS[1] = BINOPS[2] = BINOPS[3] = _unbound
+
+
+cdef void set_binop(int which, binop_fn f) noexcept:
+    BINOPS[which] = f
 
 def bind_operator(str name, fn):
     """Make `fn` the implementation of an Expression operator."""

@@ -234,6 +234,7 @@ cdef int new_node(int op, int nargs, const int* args) except -1:
     n.v = NULL
     n.g = NULL
     n.aux = NULL
+    n.naux = 0
     n.ptr = NULL
     n.gptr = NULL
     n.idx_off = 0
@@ -272,6 +273,8 @@ cdef int finish_node(int nid) except -1:
     cdef int ni0 = n.arg_off
     try:
         KT[n.op].shape(&G, n)
+        if n.naux == 0 and KT[n.op].aux_bytes_per_elem:
+            n.naux = <long>KT[n.op].aux_bytes_per_elem * dim_total(&n.dim)
     except BaseException:
         G.n = nid
         G.ni = ni0
@@ -294,8 +297,8 @@ cdef int forward_to(int nid) except -1:
         total = dim_total(&n.dim)
         if not (n.flags & F_FIXED):
             n.v = arena_alloc(&G.fx, <size_t>total * G.itemsize)
-        if K.aux_bytes_per_elem:
-            n.aux = arena_alloc(&G.fx, <size_t>total * K.aux_bytes_per_elem * G.itemsize)
+        if n.naux:
+            n.aux = arena_alloc(&G.fx, <size_t>n.naux * G.itemsize)
         K.fwd(&G, n)
         n.flags |= F_DONE
         if G.check:

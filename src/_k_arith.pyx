@@ -8,7 +8,8 @@ from libc.string cimport memset, memcpy
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg,
     dim_eq_nobatch, F_NG)
-from dyn._core._expr cimport node1, node2, noden, finish, Expression
+from dyn._core._expr cimport (
+    node1, node2, noden, finish, Expression, set_binop, binop_fn, BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV)
 from dyn._core._bcast cimport real, BIter, bi_init, bi_next, same_shape, _ext
 from dyn._core cimport _blas
 
@@ -234,7 +235,7 @@ cdef bint _num(object x):
                                           and not hasattr(x, "shape"))
 
 
-def add(x, y):
+cpdef object add(object x, object y):
     if isinstance(y, Expression) and isinstance(x, Expression):
         return _cwise(ADD, x, y)
     if _num(y):
@@ -244,7 +245,7 @@ def add(x, y):
     return NotImplemented
 
 
-def sub(x, y):
+cpdef object sub(object x, object y):
     if isinstance(y, Expression) and isinstance(x, Expression):
         return _cwise(SUB, x, y)
     if _num(y):
@@ -254,7 +255,7 @@ def sub(x, y):
     return NotImplemented
 
 
-def mul(x, y):
+cpdef object mul(object x, object y):
     if isinstance(y, Expression) and isinstance(x, Expression):
         return matmul(x, y)
     if _num(y):
@@ -264,7 +265,7 @@ def mul(x, y):
     return NotImplemented
 
 
-def div(x, y):
+cpdef object div(object x, object y):
     if isinstance(x, Expression) and _num(y):
         return scalar_affine(x, 1.0 / float(y), 0.0)
     raise NotImplementedError(
@@ -274,6 +275,12 @@ def div(x, y):
 
 def neg(x):
     return scalar_affine(x, -1.0, 0.0)
+
+
+set_binop(BIN_ADD, <binop_fn>add)
+set_binop(BIN_SUB, <binop_fn>sub)
+set_binop(BIN_MUL, <binop_fn>mul)
+set_binop(BIN_DIV, <binop_fn>div)
 
 # ---------------------------------------------------------------- matrix product
 
@@ -323,7 +330,9 @@ cdef void mm_bwd(Graph* g, void* gy, int ybd, Node* W, Node* x, int which) noexc
     cdef int N = n * ybd
     cdef char* gyb
     if W.dim.bd == 1 and x.dim.bd == ybd:
-        if which == 0:
+        if which == 0 and N == 1:
+            _blas.ger(g.dtype, m, k, 1.0, gy, x.v, W.g, m)
+        elif which == 0:
             _blas.gemm(g.dtype, b'N', b'T', m, k, N, 1.0, gy, m, x.v, k, 1.0, W.g, m)
         elif N == 1:
             _blas.gemv(g.dtype, b'T', m, k, 1.0, W.v, m, gy, 1.0, x.g)

@@ -43,3 +43,9 @@ cdef int node1(int op, object x) except -1
 cdef int node2(int op, object x, object y) except -1
 cdef int noden(int op, object xs, str opname) except -1
 cdef Expression finish(int nid)
+
+# Expression operators call these C functions (set by the kernel modules).
+ctypedef object (*binop_fn)(object, object)
+cdef enum:
+    BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, NBINOPS
+cdef void set_binop(int which, binop_fn f) noexcept

@@ -47,6 +47,7 @@ ctypedef struct Node:
     void* v           # value (forward arena, or the parameter pool)
     void* g           # gradient (backward arena, or the pool's gradient)
     void* aux         # per-op scratch in the forward arena (masks, caches)
+    long naux         # scratch items: set by the shape rule, else the kernel's per-element count
     void* ptr         # per-op pointer (parameter values, touched-row record)
     void* gptr        # per-op pointer (parameter gradients)
     int ia[6]

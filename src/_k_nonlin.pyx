@@ -1,0 +1,683 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Nonlinearities (tanh, logistic, rectify, exp, log), the softmax family
+(softmax, log_softmax, logsumexp, pickneglogsoftmax) and the gradient-flow
+ops (dropout, noise, nobackprop). Each op: shape rule, forward, backward
+(accumulating), side by side.
+"""
+import operator
+
+from libc.math cimport exp, log, tanh, expf, logf, fabs, sqrt, cos, sin, M_PI, INFINITY
+from libc.string cimport memcpy
+from dyn._core._graph cimport (
+    Graph, Node, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, idx,
+    set_indices, dim_eq_nobatch, arena_alloc, rand_uniform, F_NG, F_CONST)
+from dyn._core._expr cimport node1, noden, finish, Expression
+from dyn._core._bcast cimport real
+from dyn._core cimport _blas
+
+cdef enum:
+    TANH, LOGISTIC, RECTIFY, EXP, LOG
+
+# ---------------------------------------------------------------- helpers
+
+cdef inline real _exp(real x) noexcept nogil:
+    if real is float:
+        return expf(x)
+    else:
+        return exp(x)
+
+
+cdef inline real _log(real x) noexcept nogil:
+    if real is float:
+        return logf(x)
+    else:
+        return log(x)
+
+
+cdef inline real _tanh(real x) noexcept nogil:
+    # float32: one double exp (glibc's tanhf/expm1f are ~4x slower); the
+    # cancellation in 1 - t costs double digits a float does not need, and
+    # below 1e-4 tanh(x) rounds to x in float
+    cdef double a, t
+    if real is float:
+        a = fabs(<double>x)
+        if a < 1e-4:
+            return x
+        t = exp(-2 * a)
+        t = (1 - t) / (1 + t)
+        return <float>(t if x >= 0 else -t)
+    else:
+        return tanh(x)
+
+
+cdef inline Node* g_node(int nid) noexcept:
+    return &cg().nodes[nid]
+
+
+cdef inline int _expr_arg(object x, str name) except -1:
+    # arg_id's own TypeError does not name the op; check here so it does
+    if not isinstance(x, Expression):
+        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
+    return 0
+
+
+cdef int _index(object v, str name) except -1:
+    """A non-negative index that fits the index pool (an int, not a float)."""
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise TypeError("%s: indices must be integers, got %r" % (name, v)) from None
+    if i < 0 or i > 0x7fffffff:
+        raise IndexError("%s: index %d out of range" % (name, i))
+    return i
+
+
+cdef int _batch(Graph* g, Node* n, str name) except -1:
+    """Each argument has batch 1 or B."""
+    cdef int i, b = 1, x
+    for i in range(n.nargs):
+        x = arg(g, n, i).dim.bd
+        if x != 1:
+            if b != 1 and b != x:
+                raise ValueError("%s: batch sizes differ (%s)" % (
+                    name, ", ".join([dim_str(&arg(g, n, k).dim) for k in range(n.nargs)])))
+            b = x
+    return b
+
+
+cdef int _shape_same(Graph* g, Node* n) except -1:
+    n.dim = arg(g, n, 0).dim
+    return 0
+
+# ---------------------------------------------------------------- elementwise unary
+
+cdef void _unary_fwd(int kind, real* y, real* x, int m) noexcept nogil:
+    cdef int i
+    if kind == TANH:
+        for i in range(m):
+            y[i] = _tanh(x[i])
+    elif kind == LOGISTIC:
+        # exp(-x) overflows to inf for x << 0, which gives the right limit 0
+        for i in range(m):
+            y[i] = 1 / (1 + _exp(-x[i]))
+    elif kind == RECTIFY:
+        for i in range(m):
+            y[i] = x[i] if x[i] > 0 else 0
+    elif kind == EXP:
+        for i in range(m):
+            y[i] = _exp(x[i])
+    else:
+        for i in range(m):
+            y[i] = _log(x[i])
+
+
+cdef void _unary_bwd(int kind, real* gx, real* gy, real* x, real* y, int m) noexcept nogil:
+    # derivatives from the output where it holds them: no exp/tanh recomputed
+    cdef int i
+    if kind == TANH:
+        for i in range(m):
+            gx[i] += gy[i] * (1 - y[i] * y[i])
+    elif kind == LOGISTIC:
+        for i in range(m):
+            gx[i] += gy[i] * y[i] * (1 - y[i])
+    elif kind == RECTIFY:
+        # y > 0 exactly when x > 0: the gradient at 0 is 0
+        for i in range(m):
+            gx[i] += gy[i] if y[i] > 0 else 0
+    elif kind == EXP:
+        for i in range(m):
+            gx[i] += gy[i] * y[i]
+    else:
+        for i in range(m):
+            gx[i] += gy[i] / x[i]
+
+
+cdef void fwd_unary(Graph* g, Node* n) noexcept:
+    cdef Node* a = arg(g, n, 0)
+    if g.dtype == 0:
+        _unary_fwd(n.ia[0], <float*>n.v, <float*>a.v, dim_total(&n.dim))
+    else:
+        _unary_fwd(n.ia[0], <double*>n.v, <double*>a.v, dim_total(&n.dim))
+
+
+cdef void bwd_unary(Graph* g, Node* n, int i) noexcept:
+    cdef Node* a = arg(g, n, 0)
+    if g.dtype == 0:
+        _unary_bwd(n.ia[0], <float*>a.g, <float*>n.g, <float*>a.v, <float*>n.v, dim_total(&n.dim))
+    else:
+        _unary_bwd(n.ia[0], <double*>a.g, <double*>n.g, <double*>a.v, <double*>n.v, dim_total(&n.dim))
+
+
+cdef int OP_UNARY = register_op("nonlin_unary", _shape_same, fwd_unary, bwd_unary)
+
+cdef tuple _UNARY_NAMES = ("tanh", "logistic", "rectify", "exp", "log")
+
+
+cdef Expression _unary(object x, int kind):
+    _expr_arg(x, _UNARY_NAMES[kind])
+    cdef int nid = node1(OP_UNARY, x)
+    g_node(nid).ia[0] = kind
+    return finish(nid)
+
+
+def tanh_(x):
+    return _unary(x, TANH)
+
+
+def logistic(x):
+    return _unary(x, LOGISTIC)
+
+
+def rectify(x):
+    return _unary(x, RECTIFY)
+
+
+def exp_(x):
+    return _unary(x, EXP)
+
+
+def log_(x):
+    return _unary(x, LOG)
+
+# ---------------------------------------------------------------- softmax, log_softmax
+
+cdef int _shape_sm(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    if x.dim.nd > 2:
+        raise ValueError("%s: input must have at most 2 dimensions, got %s"
+                         % ("log_softmax" if n.ia[1] else "softmax", dim_str(&x.dim)))
+    n.dim = x.dim
+    return 0
+
+
+cdef void _sm_layout(Node* n, int* outer, int* ostr, int* inner, int* istr) noexcept nogil:
+    """Slices normalised: d=0 each column (contiguous), d=1 each row (stride rows)."""
+    cdef int m = n.dim.d[0], c = dim_cols(&n.dim)
+    if n.ia[0] == 0:
+        outer[0], ostr[0], inner[0], istr[0] = c, m, m, 1
+    else:
+        outer[0], ostr[0], inner[0], istr[0] = m, 1, c, m
+
+
+cdef void _sm_fwd(real* y, real* x, int outer, int ostr, int inner, int istr, int nslices,
+                  int s, bint logsm) noexcept nogil:
+    cdef int b, o, i
+    cdef real* px
+    cdef real* py
+    cdef real mx, e
+    cdef double acc
+    for b in range(nslices):
+        for o in range(outer):
+            px = x + b * s + o * ostr
+            py = y + b * s + o * ostr
+            mx = px[0]
+            for i in range(1, inner):
+                if px[i * istr] > mx:
+                    mx = px[i * istr]
+            acc = 0
+            if logsm:
+                for i in range(inner):
+                    acc += _exp(px[i * istr] - mx)
+                # (x - max) - log(acc): rounding max + log(acc) first loses digits
+                e = <real>log(acc)
+                for i in range(inner):
+                    py[i * istr] = (px[i * istr] - mx) - e
+            else:
+                for i in range(inner):
+                    e = _exp(px[i * istr] - mx)
+                    py[i * istr] = e
+                    acc += e
+                e = <real>(1.0 / acc)
+                for i in range(inner):
+                    py[i * istr] *= e
+
+
+cdef void _sm_bwd(real* gx, real* gy, real* y, int outer, int ostr, int inner, int istr,
+                  int nslices, int s, bint logsm) noexcept nogil:
+    cdef int b, o, i, k
+    cdef double acc
+    cdef real c
+    for b in range(nslices):
+        for o in range(outer):
+            k = b * s + o * ostr
+            acc = 0
+            if logsm:
+                # d log_softmax: gx = gy - softmax * sum(gy)
+                for i in range(inner):
+                    acc += gy[k + i * istr]
+                c = <real>acc
+                for i in range(inner):
+                    gx[k + i * istr] += gy[k + i * istr] - _exp(y[k + i * istr]) * c
+            else:
+                # d softmax: gx = y * (gy - <gy, y>)
+                for i in range(inner):
+                    acc += gy[k + i * istr] * <double>y[k + i * istr]
+                c = <real>acc
+                for i in range(inner):
+                    gx[k + i * istr] += y[k + i * istr] * (gy[k + i * istr] - c)
+
+
+cdef void fwd_sm(Graph* g, Node* n) noexcept:
+    cdef int outer, ostr, inner, istr
+    _sm_layout(n, &outer, &ostr, &inner, &istr)
+    if g.dtype == 0:
+        _sm_fwd(<float*>n.v, <float*>arg(g, n, 0).v, outer, ostr, inner, istr, n.dim.bd,
+                dim_size(&n.dim), n.ia[1])
+    else:
+        _sm_fwd(<double*>n.v, <double*>arg(g, n, 0).v, outer, ostr, inner, istr, n.dim.bd,
+                dim_size(&n.dim), n.ia[1])
+
+
+cdef void bwd_sm(Graph* g, Node* n, int i) noexcept:
+    cdef int outer, ostr, inner, istr
+    _sm_layout(n, &outer, &ostr, &inner, &istr)
+    if g.dtype == 0:
+        _sm_bwd(<float*>arg(g, n, 0).g, <float*>n.g, <float*>n.v, outer, ostr, inner, istr,
+                n.dim.bd, dim_size(&n.dim), n.ia[1])
+    else:
+        _sm_bwd(<double*>arg(g, n, 0).g, <double*>n.g, <double*>n.v, outer, ostr, inner, istr,
+                n.dim.bd, dim_size(&n.dim), n.ia[1])
+
+
+cdef int OP_SOFTMAX = register_op("softmax", _shape_sm, fwd_sm, bwd_sm)
+cdef int OP_LOGSOFTMAX = register_op("log_softmax", _shape_sm, fwd_sm, bwd_sm)
+
+
+def softmax(x, d=0):
+    _expr_arg(x, "softmax")
+    try:
+        d = operator.index(d)
+    except TypeError:
+        raise TypeError("softmax: d must be an integer, got %r" % (d,)) from None
+    if d != 0 and d != 1:
+        raise ValueError("softmax: d must be 0 (columns) or 1 (rows), got %d" % d)
+    cdef int nid = node1(OP_SOFTMAX, x)
+    g_node(nid).ia[0] = d
+    g_node(nid).ia[1] = 0
+    return finish(nid)
+
+# ---------------------------------------------------------------- log_softmax restricted to some entries
+
+cdef int _shape_rlsm(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef int k, m = x.dim.d[0]
+    cdef int* v = idx(g, n)
+    if dim_size(&x.dim) != m or x.dim.bd != 1:
+        raise ValueError("log_softmax: with restrict, the input must be an unbatched vector, got %s"
+                         % dim_str(&x.dim))
+    for k in range(n.nidx):
+        if v[k] >= m:
+            raise IndexError("log_softmax: restrict index %d out of range for %s" % (v[k], dim_str(&x.dim)))
+    n.dim = x.dim
+    return 0
+
+
+cdef void _rlsm_fwd(real* y, real* x, int m, int* v, int nv) noexcept nogil:
+    cdef int i
+    cdef real mx = x[v[0]], lse
+    cdef double acc = 0
+    for i in range(m):
+        y[i] = -INFINITY
+    for i in range(1, nv):
+        if x[v[i]] > mx:
+            mx = x[v[i]]
+    for i in range(nv):
+        acc += _exp(x[v[i]] - mx)
+    lse = <real>log(acc)
+    for i in range(nv):
+        y[v[i]] = (x[v[i]] - mx) - lse
+
+
+cdef void _rlsm_bwd(real* gx, real* gy, real* y, int* v, int nv) noexcept nogil:
+    # entries outside the restriction are constants (-inf): no gradient
+    cdef int i
+    cdef double acc = 0
+    for i in range(nv):
+        acc += gy[v[i]]
+    for i in range(nv):
+        gx[v[i]] += gy[v[i]] - _exp(y[v[i]]) * <real>acc
+
+
+cdef void fwd_rlsm(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _rlsm_fwd(<float*>n.v, <float*>arg(g, n, 0).v, n.dim.d[0], idx(g, n), n.nidx)
+    else:
+        _rlsm_fwd(<double*>n.v, <double*>arg(g, n, 0).v, n.dim.d[0], idx(g, n), n.nidx)
+
+
+cdef void bwd_rlsm(Graph* g, Node* n, int i) noexcept:
+    if g.dtype == 0:
+        _rlsm_bwd(<float*>arg(g, n, 0).g, <float*>n.g, <float*>n.v, idx(g, n), n.nidx)
+    else:
+        _rlsm_bwd(<double*>arg(g, n, 0).g, <double*>n.g, <double*>n.v, idx(g, n), n.nidx)
+
+
+cdef int OP_RLOGSOFTMAX = register_op("restricted_log_softmax", _shape_rlsm, fwd_rlsm, bwd_rlsm)
+
+
+def log_softmax(x, restrict=None):
+    _expr_arg(x, "log_softmax")
+    cdef int nid
+    if restrict is None:
+        nid = node1(OP_LOGSOFTMAX, x)
+        g_node(nid).ia[0] = 0
+        g_node(nid).ia[1] = 1
+        return finish(nid)
+    if not isinstance(restrict, list):      # DyNet types it `list restrict`
+        raise TypeError("log_softmax: restrict must be a list of indices, got %s" % type(restrict).__name__)
+    if not restrict:
+        raise ValueError("log_softmax: restrict is an empty list")
+    # a set of entries: a repeated index would count twice in the normaliser
+    v = sorted(set([_index(i, "log_softmax") for i in restrict]))
+    nid = node1(OP_RLOGSOFTMAX, x)
+    set_indices(nid, v)
+    return finish(nid)
+
+# ---------------------------------------------------------------- logsumexp over a list
+
+cdef int _shape_lse(Graph* g, Node* n) except -1:
+    cdef int i
+    cdef Node* a = arg(g, n, 0)
+    for i in range(1, n.nargs):
+        if not dim_eq_nobatch(&a.dim, &arg(g, n, i).dim):
+            raise ValueError("logsumexp: all expressions must have the same dimensions, got %s"
+                             % ", ".join([dim_str(&arg(g, n, k).dim) for k in range(n.nargs)]))
+    n.dim = a.dim
+    n.dim.bd = _batch(g, n, "logsumexp")
+    return 0
+
+
+cdef void _lse_fwd(Graph* g, Node* n, real* y, real* acc) noexcept nogil:
+    # three vectorisable passes over the output: max, sum of exp, log
+    cdef int j, b, i, s = dim_size(&n.dim), B = n.dim.bd
+    cdef Node* a
+    cdef real* px
+    cdef real* py
+    cdef real* pa
+    for j in range(n.nargs):
+        a = arg(g, n, j)
+        for b in range(B):
+            px = <real*>a.v + (b * s if a.dim.bd > 1 else 0)
+            py = y + b * s
+            if j == 0:
+                for i in range(s):
+                    py[i] = px[i]
+            else:
+                for i in range(s):
+                    py[i] = px[i] if px[i] > py[i] else py[i]
+    for i in range(s * B):
+        acc[i] = 0
+    for j in range(n.nargs):
+        a = arg(g, n, j)
+        for b in range(B):
+            px = <real*>a.v + (b * s if a.dim.bd > 1 else 0)
+            py = y + b * s
+            pa = acc + b * s
+            for i in range(s):
+                # all -inf (log of zero probabilities) stays -inf, not NaN
+                pa[i] += _exp(px[i] - py[i]) if py[i] > -INFINITY else 0
+    for i in range(s * B):
+        y[i] += _log(acc[i])
+
+
+cdef void _lse_bwd(real* gx, real* gy, real* x, real* y, int s, int B, int xb) noexcept nogil:
+    cdef int b, i
+    cdef real* px
+    cdef real* pg
+    for b in range(B):
+        px = x + (b * s if xb > 1 else 0)
+        pg = gx + (b * s if xb > 1 else 0)
+        for i in range(s):
+            pg[i] += gy[b * s + i] * _exp(px[i] - y[b * s + i]) if y[b * s + i] > -INFINITY else 0
+
+
+cdef void fwd_lse(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _lse_fwd(g, n, <float*>n.v, <float*>n.aux)
+    else:
+        _lse_fwd(g, n, <double*>n.v, <double*>n.aux)
+
+
+cdef void bwd_lse(Graph* g, Node* n, int i) noexcept:
+    cdef Node* a = arg(g, n, i)
+    if g.dtype == 0:
+        _lse_bwd(<float*>a.g, <float*>n.g, <float*>a.v, <float*>n.v, dim_size(&n.dim), n.dim.bd, a.dim.bd)
+    else:
+        _lse_bwd(<double*>a.g, <double*>n.g, <double*>a.v, <double*>n.v, dim_size(&n.dim), n.dim.bd,
+                 a.dim.bd)
+
+
+cdef int OP_LSE = register_op("logsumexp", _shape_lse, fwd_lse, bwd_lse, 1)
+
+
+def logsumexp(xs):
+    try:
+        nid = noden(OP_LSE, xs, "logsumexp")
+    except TypeError as e:
+        raise TypeError(str(e) if str(e).startswith("logsumexp") else "logsumexp: %s" % e) from None
+    return finish(nid)
+
+# ---------------------------------------------------------------- pickneglogsoftmax(_batch)
+
+cdef int _shape_pnls(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef str name = "pickneglogsoftmax_batch" if n.ia[0] else "pickneglogsoftmax"
+    cdef int k, m = x.dim.d[0]
+    cdef int* v = idx(g, n)
+    if dim_size(&x.dim) != m:
+        raise ValueError("%s: x must be a vector (every dimension after the first 1), got %s"
+                         % (name, dim_str(&x.dim)))
+    if not n.ia[0] and x.dim.bd != 1:
+        raise ValueError("pickneglogsoftmax: x is batched (%s) but one index was given; use "
+                         "pickneglogsoftmax_batch(x, [one index per batch element])" % dim_str(&x.dim))
+    if x.dim.bd != 1 and n.nidx != x.dim.bd:
+        raise ValueError("pickneglogsoftmax_batch: %d indices for x of batch size %d (%s); give one "
+                         "index per batch element" % (n.nidx, x.dim.bd, dim_str(&x.dim)))
+    for k in range(n.nidx):
+        if v[k] >= m:
+            raise IndexError("%s: index %d out of range for x of dim %s" % (name, v[k], dim_str(&x.dim)))
+    n.dim.nd = 1
+    n.dim.d[0] = 1
+    n.dim.bd = n.nidx
+    n.naux = <long>m * n.nidx   # the softmax of each element, kept for backward
+    return 0
+
+
+cdef void _pnls_fwd(real* y, real* x, real* p, int* v, int m, int B, int xb) noexcept nogil:
+    # p (the softmax, kept for backward) and the loss in one sweep per element
+    cdef int b, i
+    cdef real* px
+    cdef real* pp
+    cdef real mx, e
+    cdef double acc, lse = 0
+    for b in range(B):
+        px = x + (b * m if xb > 1 else 0)
+        pp = p + b * m
+        if xb == 1 and b > 0:           # x broadcast: same softmax for every index
+            memcpy(pp, p, m * sizeof(real))
+        else:
+            mx = px[0]
+            for i in range(1, m):
+                if px[i] > mx:
+                    mx = px[i]
+            acc = 0
+            for i in range(m):
+                e = _exp(px[i] - mx)
+                pp[i] = e
+                acc += e
+            e = <real>(1.0 / acc)
+            for i in range(m):
+                pp[i] *= e
+            lse = mx + log(acc)
+        y[b] = <real>(lse - px[v[b]])
+
+
+cdef void _pnls_bwd(real* gx, real* gy, real* p, int* v, int m, int B, int xb) noexcept nogil:
+    # d/dx (-log softmax(x)[v]) = softmax(x) - onehot(v)
+    cdef int b, i
+    cdef real* px
+    cdef real* pp
+    cdef real c
+    for b in range(B):
+        c = gy[b]
+        px = gx + (b * m if xb > 1 else 0)
+        pp = p + b * m
+        for i in range(m):
+            px[i] += c * pp[i]
+        px[v[b]] -= c
+
+
+cdef void fwd_pnls(Graph* g, Node* n) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    cdef int m = x.dim.d[0]
+    if g.dtype == 0:
+        _pnls_fwd(<float*>n.v, <float*>x.v, <float*>n.aux, idx(g, n), m, n.dim.bd, x.dim.bd)
+    else:
+        _pnls_fwd(<double*>n.v, <double*>x.v, <double*>n.aux, idx(g, n), m, n.dim.bd, x.dim.bd)
+
+
+cdef void bwd_pnls(Graph* g, Node* n, int i) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    if g.dtype == 0:
+        _pnls_bwd(<float*>x.g, <float*>n.g, <float*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd)
+    else:
+        _pnls_bwd(<double*>x.g, <double*>n.g, <double*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd)
+
+
+cdef int OP_PNLS = register_op("pickneglogsoftmax", _shape_pnls, fwd_pnls, bwd_pnls)
+
+
+def pickneglogsoftmax(x, v):
+    _expr_arg(x, "pickneglogsoftmax")
+    cdef int i = _index(v, "pickneglogsoftmax")
+    cdef int nid = node1(OP_PNLS, x)
+    g_node(nid).ia[0] = 0
+    set_indices(nid, [i])
+    return finish(nid)
+
+
+def pickneglogsoftmax_batch(x, vs):
+    _expr_arg(x, "pickneglogsoftmax_batch")
+    try:
+        it = iter(vs)
+    except TypeError:
+        raise TypeError("pickneglogsoftmax_batch: vs must be a sequence of indices, got %s"
+                        % type(vs).__name__) from None
+    v = [_index(i, "pickneglogsoftmax_batch") for i in it]
+    if not v:
+        raise ValueError("pickneglogsoftmax_batch: vs is empty (one index per batch element needed)")
+    cdef int nid = node1(OP_PNLS, x)
+    g_node(nid).ia[0] = 1
+    set_indices(nid, v)
+    return finish(nid)
+
+# ---------------------------------------------------------------- dropout, noise
+
+cdef void _drop_fwd(Graph* g, real* y, real* x, real* mask, int m, double p) noexcept:
+    cdef int i
+    cdef real scale = <real>(1.0 / (1.0 - p)) if p < 1 else 0
+    cdef double keep = 1.0 - p
+    if p == 0:
+        for i in range(m):
+            mask[i] = 1
+            y[i] = x[i]
+        return
+    for i in range(m):
+        # u is in (0, 1): u < 1 - p with probability 1 - p; p = 1 drops all
+        mask[i] = scale if rand_uniform(g) < keep else 0
+        y[i] = x[i] * mask[i]
+
+
+cdef void _mask_bwd(real* gx, real* gy, real* mask, int m) noexcept nogil:
+    cdef int i
+    for i in range(m):
+        gx[i] += gy[i] * mask[i]
+
+
+cdef void fwd_drop(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _drop_fwd(g, <float*>n.v, <float*>arg(g, n, 0).v, <float*>n.aux, dim_total(&n.dim), n.fa[0])
+    else:
+        _drop_fwd(g, <double*>n.v, <double*>arg(g, n, 0).v, <double*>n.aux, dim_total(&n.dim), n.fa[0])
+
+
+cdef void bwd_drop(Graph* g, Node* n, int i) noexcept:
+    if g.dtype == 0:
+        _mask_bwd(<float*>arg(g, n, 0).g, <float*>n.g, <float*>n.aux, dim_total(&n.dim))
+    else:
+        _mask_bwd(<double*>arg(g, n, 0).g, <double*>n.g, <double*>n.aux, dim_total(&n.dim))
+
+
+cdef int OP_DROPOUT = register_op("dropout", _shape_same, fwd_drop, bwd_drop, 1)
+
+
+def dropout(x, p):
+    _expr_arg(x, "dropout")
+    try:
+        p = float(p)
+    except (TypeError, ValueError):
+        raise TypeError("dropout: p must be a number, got %r" % (p,)) from None
+    if not 0.0 <= p <= 1.0:
+        raise ValueError("dropout: p must be in [0, 1], got %r" % p)
+    cdef int nid = node1(OP_DROPOUT, x)
+    g_node(nid).fa[0] = p
+    return finish(nid)
+
+
+cdef void _noise_fwd(Graph* g, real* y, real* x, int m, double sd) noexcept:
+    # Box-Muller, using both normals of each pair of uniforms
+    cdef int i
+    cdef double r, th
+    for i in range(0, m, 2):
+        r = sd * sqrt(-2.0 * log(rand_uniform(g)))
+        th = 2.0 * M_PI * rand_uniform(g)
+        y[i] = x[i] + <real>(r * cos(th))
+        if i + 1 < m:
+            y[i + 1] = x[i + 1] + <real>(r * sin(th))
+
+
+cdef void fwd_noise(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _noise_fwd(g, <float*>n.v, <float*>arg(g, n, 0).v, dim_total(&n.dim), n.fa[0])
+    else:
+        _noise_fwd(g, <double*>n.v, <double*>arg(g, n, 0).v, dim_total(&n.dim), n.fa[0])
+
+
+cdef void bwd_identity(Graph* g, Node* n, int i) noexcept:
+    _blas.axpy(g.dtype, dim_total(&n.dim), 1.0, n.g, arg(g, n, 0).g)
+
+
+cdef int OP_NOISE = register_op("noise", _shape_same, fwd_noise, bwd_identity)
+
+
+def noise(x, stddev):
+    _expr_arg(x, "noise")
+    try:
+        stddev = float(stddev)
+    except (TypeError, ValueError):
+        raise TypeError("noise: stddev must be a number, got %r" % (stddev,)) from None
+    if not stddev >= 0.0:
+        raise ValueError("noise: stddev must be >= 0, got %r" % stddev)
+    cdef int nid = node1(OP_NOISE, x)
+    g_node(nid).fa[0] = stddev
+    return finish(nid)
+
+# ---------------------------------------------------------------- nobackprop
+
+cdef void fwd_copy(Graph* g, Node* n) noexcept:
+    memcpy(n.v, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * g.itemsize)
+
+
+cdef void bwd_none(Graph* g, Node* n, int i) noexcept:
+    pass      # reached only by backward(full=True): the gradient stops here
+
+
+cdef int OP_NOBACKPROP = register_op("nobackprop", _shape_same, fwd_copy, bwd_none)
+
+
+def nobackprop(x):
+    _expr_arg(x, "nobackprop")
+    cdef int nid = node1(OP_NOBACKPROP, x)
+    # not on any path to a parameter, so backward skips it and what feeds it
+    g_node(nid).flags = (g_node(nid).flags & ~F_NG) | F_CONST
+    return finish(nid)
