@@ -1,6 +1,26 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Thin float32/float64 dispatch over scipy's BLAS (sklearn's _cython_blas idea)."""
-from scipy.linalg.cython_blas cimport sgemm, dgemm, sgemv, dgemv, sger, dger, saxpy, daxpy, sscal, dscal, sdot, ddot
+"""Thin float32/float64 dispatch over scipy's BLAS (sklearn's _cython_blas idea).
+
+Matrix-vector products and rank-1 updates of small matrices (the per-example
+shapes of dynamic graphs: 32x32 ... 64x64) run as plain compiled loops: at
+those sizes OpenBLAS's call overhead costs more than the arithmetic
+(src/_smallblas.h).
+"""
+from scipy.linalg.cython_blas cimport (
+    sgemm, dgemm, sgemv, dgemv, sger, dger, saxpy, daxpy, sscal, dscal, sdot, ddot)
+
+cdef extern from "_smallblas.h" nogil:
+    void dyn_gemv_n_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
+    void dyn_gemv_t_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
+    void dyn_ger_f32(int m, int n, float alpha, const float* x, const float* y, float* A, int lda)
+    void dyn_gemv_n_f64(int m, int n, double alpha, const double* A, int lda, const double* x, double beta,
+                        double* y)
+    void dyn_gemv_t_f64(int m, int n, double alpha, const double* A, int lda, const double* x, double beta,
+                        double* y)
+    void dyn_ger_f64(int m, int n, double alpha, const double* x, const double* y, double* A, int lda)
+
+cdef enum:
+    SMALL = 64 * 64   # elements of a matrix below which our loops win
 
 
 cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
@@ -18,6 +38,17 @@ cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
                void* x, double beta, void* y) noexcept nogil:
     cdef float fa = alpha, fb = beta
     cdef int one = 1
+    if <long>m * n <= SMALL:
+        if dtype == 0:
+            if ta == b'N':
+                dyn_gemv_n_f32(m, n, fa, <float*>A, lda, <float*>x, fb, <float*>y)
+            else:
+                dyn_gemv_t_f32(m, n, fa, <float*>A, lda, <float*>x, fb, <float*>y)
+        elif ta == b'N':
+            dyn_gemv_n_f64(m, n, alpha, <double*>A, lda, <double*>x, beta, <double*>y)
+        else:
+            dyn_gemv_t_f64(m, n, alpha, <double*>A, lda, <double*>x, beta, <double*>y)
+        return
     if dtype == 0:
         sgemv(&ta, &m, &n, &fa, <float*>A, &lda, <float*>x, &one, &fb, <float*>y, &one)
     else:
@@ -28,6 +59,12 @@ cdef void ger(int dtype, int m, int n, double alpha, void* x, void* y, void* A, 
     """A += alpha x y^T (the weight gradient of a matrix-vector product)."""
     cdef float fa = alpha
     cdef int one = 1
+    if <long>m * n <= SMALL:
+        if dtype == 0:
+            dyn_ger_f32(m, n, fa, <float*>x, <float*>y, <float*>A, lda)
+        else:
+            dyn_ger_f64(m, n, alpha, <double*>x, <double*>y, <double*>A, lda)
+        return
     if dtype == 0:
         sger(&m, &n, &fa, <float*>x, &one, <float*>y, &one, <float*>A, &lda)
     else:

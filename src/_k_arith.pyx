@@ -222,7 +222,7 @@ cdef void bwd_affs(Graph* g, Node* n, int i) noexcept:
 cdef int OP_AFFS = register_op("scalar_affine", _shape_same, fwd_affs, bwd_affs)
 
 
-def scalar_affine(x, double a, double c):
+cpdef Expression scalar_affine(object x, double a, double c):
     """x * a + c elementwise (numbers in +, -, *, / and unary minus)."""
     cdef int nid = node1(OP_AFFS, x)
     g_node(nid).fa[0] = a
@@ -362,7 +362,7 @@ cdef void bwd_mm(Graph* g, Node* n, int i) noexcept:
 cdef int OP_MM = register_op("matmul", _shape_mm, fwd_mm, bwd_mm)
 
 
-def matmul(x, y):
+cpdef Expression matmul(object x, object y):
     return finish(node2(OP_MM, x, y))
 
 # ---------------------------------------------------------------- affine_transform

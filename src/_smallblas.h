@@ -1,0 +1,51 @@
+/* Small-matrix BLAS-2 for dyn: y = A x, y = A^T x, A += x y^T.
+ *
+ * At per-example sizes (32x32 .. 64x64) a BLAS call costs more than its
+ * arithmetic. These loops are compiled once per instruction set (AVX-512,
+ * AVX2, baseline) with GCC's target_clones; the loader picks the best the
+ * machine has, so a portable build still runs at full vector width. */
+#ifndef DYN_SMALLBLAS_H
+#define DYN_SMALLBLAS_H
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define DYN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define DYN_CLONES
+#endif
+
+#define DYN_SMALLBLAS(T, S)                                                                  \
+DYN_CLONES static void dyn_gemv_n_##S(int m, int n, T alpha, const T* restrict A, int lda,     \
+                                      const T* restrict x, T beta, T* restrict y) {            \
+    if (beta == 0) { for (int i = 0; i < m; i++) y[i] = 0; }                                 \
+    else if (beta != 1) { for (int i = 0; i < m; i++) y[i] *= beta; }                        \
+    for (int j = 0; j < n; j++) {                                                            \
+        const T* a = A + (long)j * lda;                                                      \
+        T xj = alpha * x[j];                                                                 \
+        for (int i = 0; i < m; i++) y[i] += a[i] * xj;                                       \
+    }                                                                                        \
+}                                                                                            \
+DYN_CLONES static void dyn_gemv_t_##S(int m, int n, T alpha, const T* restrict A, int lda,     \
+                                      const T* restrict x, T beta, T* restrict y) {            \
+    /* one dot product per column; omp simd allows the reduction's */          \
+    /* reassociation (-fopenmp-simd: no OpenMP runtime involved) */             \
+    for (int j = 0; j < n; j++) {                                                            \
+        const T* a = A + (long)j * lda;                                                      \
+        T s = 0;                                                                             \
+        _Pragma("omp simd reduction(+:s)")                                                   \
+        for (int i = 0; i < m; i++) s += a[i] * x[i];                                        \
+        y[j] = alpha * s + (beta != 0 ? beta * y[j] : 0);                                    \
+    }                                                                                        \
+}                                                                                            \
+DYN_CLONES static void dyn_ger_##S(int m, int n, T alpha, const T* restrict x,                 \
+                                   const T* restrict y, T* restrict A, int lda) {             \
+    for (int j = 0; j < n; j++) {                                                            \
+        T* a = A + (long)j * lda;                                                            \
+        T yj = alpha * y[j];                                                                 \
+        for (int i = 0; i < m; i++) a[i] += x[i] * yj;                                       \
+    }                                                                                        \
+}
+
+DYN_SMALLBLAS(float, f32)
+DYN_SMALLBLAS(double, f64)
+
+#endif
