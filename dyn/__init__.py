@@ -58,7 +58,7 @@ from dyn.params import (
     lookup_batch,
     parameter,
 )
-from dyn.trainers import SimpleSGDTrainer, Trainer
+from dyn.trainers import AdamTrainer, SimpleSGDTrainer, Trainer
 
 __version__ = "2.1"
 HAVE_CUDA = False

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import sys
 
+import numpy as np
+
 from dyn._core import _k_train
 
 
@@ -107,3 +109,48 @@ class SimpleSGDTrainer(Trainer):
         lr = self.learning_rate * scale
         for p in params:
             _k_train.sgd_step(p, lr, self.sparse_updates)
+
+
+class AdamTrainer(Trainer):
+    """Adam (Kingma & Ba): per-element step from running moments of g and g^2.
+
+    Every parameter, lookup tables included, takes an exact dense step: Adam's
+    moments move even where a gradient is zero, so updating only the touched
+    rows (what DyNet does) would not be Adam. Exact *sparse* steps, bringing
+    an idle row up to date lazily, are planned (issue 4).
+
+    Args:
+        m: the ParameterCollection to train.
+        alpha: learning rate.
+        beta_1, beta_2: decay of the first and second moment estimates.
+        eps: added to the denominator.
+    """
+
+    def __init__(self, m, alpha=0.001, beta_1=0.9, beta_2=0.999, eps=1e-8):
+        super().__init__(m, alpha)
+        self.beta_1, self.beta_2, self.eps = float(beta_1), float(beta_2), float(eps)
+        self._state = {}  # parameter -> (first moment, second moment); grows lazily
+        self._t = 0
+
+    def restart(self, learning_rate=None):
+        super().restart(learning_rate)
+        self._state.clear()
+        self._t = 0
+
+    def _clip_scale(self, params):
+        saved, self.sparse_updates = self.sparse_updates, False  # dense steps: clip the whole gradient
+        try:
+            return super()._clip_scale(params)
+        finally:
+            self.sparse_updates = saved
+
+    def _step(self, params, scale):
+        self._t += 1
+        t = self._t
+        lr = self.learning_rate * np.sqrt(1 - self.beta_2**t) / (1 - self.beta_1**t)
+        for p in params:
+            state = self._state.get(p)
+            if state is None:
+                dtype = p.value_view().dtype
+                state = self._state[p] = (np.zeros(p.size, dtype), np.zeros(p.size, dtype))
+            _k_train.adam_step(p, state[0], state[1], lr, self.beta_1, self.beta_2, self.eps, scale)

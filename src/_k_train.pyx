@@ -1,7 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Optimizer kernels over the parameter pool: gradient norms and SGD steps
 for dense parameters and for the touched rows of lookup tables."""
-from libc.math cimport isfinite
+from libc.math cimport isfinite, sqrt
+cimport numpy as cnp
+from dyn._core._bcast cimport real
 from libc.string cimport memset
 from dyn._core._expr cimport Pool, ParamExpr
 from dyn._core._graph cimport Touch
@@ -69,3 +71,32 @@ def has_nonfinite_grad(ParamExpr p):
             if not isfinite((<double*>_g(pool, p.off))[k]):
                 return True
     return False
+
+
+cdef void _adam(real* v, real* g, real* mom, real* var, long n, double lr, double b1, double b2,
+                double eps) noexcept nogil:
+    cdef long i
+    cdef real gi
+    for i in range(n):
+        gi = g[i]
+        mom[i] = b1 * mom[i] + (1 - b1) * gi
+        var[i] = b2 * var[i] + (1 - b2) * gi * gi
+        v[i] -= lr * mom[i] / (sqrt(var[i]) + eps)
+        g[i] = 0
+
+
+def adam_step(ParamExpr p, cnp.ndarray mom, cnp.ndarray var, double lr, double b1, double b2, double eps,
+              double grad_scale):
+    """One Adam step over the whole parameter (lr already bias-corrected).
+    grad_scale applies clipping to the gradient first."""
+    cdef Pool pool = p.pool
+    if grad_scale != 1.0:
+        _blas.scal(pool.dtype, p.size, grad_scale, _g(pool, p.off))
+    if pool.dtype == 0:
+        _adam(<float*>_v(pool, p.off), <float*>_g(pool, p.off), <float*>cnp.PyArray_DATA(mom),
+              <float*>cnp.PyArray_DATA(var), p.size, lr, b1, b2, eps)
+    else:
+        _adam(<double*>_v(pool, p.off), <double*>_g(pool, p.off), <double*>cnp.PyArray_DATA(mom),
+              <double*>cnp.PyArray_DATA(var), p.size, lr, b1, b2, eps)
+    if p.is_lookup:
+        p.clear_touched()
