@@ -8,10 +8,16 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline float dyn_expf(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+/* e^x for |x| <= 87 (relative error < 2.5e-7). Outside that range the
+ * exponent is clamped instead of x (a float clamp there stops GCC from
+ * vectorising the loop): for large positive x the result is then huge or
+ * inf, which is all tanh and logistic below need (inside 1/(1 + e)); they
+ * never call it with a large negative argument. */
+static inline __attribute__((always_inline)) float dyn_exp_ratio_f(float x) {
     float t = x * 1.44269504088896341f;
     int32_t k = (int32_t)(t + (t >= 0.0f ? 0.5f : -0.5f));
+    k = k < -126 ? -126 : k;
+    k = k > 127 ? 127 : k;
     float n = (float)k;
     float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.66666672e-1f + r * (4.16666679e-2f
@@ -22,20 +28,24 @@ static inline float dyn_expf(float x) {
     return p * s;
 }
 
-static inline float dyn_tanhf(float x) {
+static inline __attribute__((always_inline)) float dyn_tanhf(float x) {
     float a = x < 0.0f ? -x : x;
     /* odd Taylor series near 0, where 1 - 2/(e^2x + 1) would cancel */
     float z = x * x;
     float small = x * (1.0f + z * (-3.33333343e-1f + z * (1.33333340e-1f + z * (-5.39682545e-2f
                   + z * 2.18694885e-2f))));
-    float e = dyn_expf(2.0f * a);
+    float e = dyn_exp_ratio_f(2.0f * a);
     float big = 1.0f - 2.0f / (e + 1.0f);
     big = x < 0.0f ? -big : big;
     return a < 0.3f ? small : big;
 }
 
-static inline float dyn_logisticf(float x) {
-    return 1.0f / (1.0f + dyn_expf(-x));
+static inline __attribute__((always_inline)) float dyn_logisticf(float x) {
+    /* only e^|x| (never of a large negative argument, which the clamped
+     * exponent cannot give): d = 1/(1+e^|x|) is the smaller tail */
+    float a = x < 0.0f ? -x : x;
+    float d = 1.0f / (1.0f + dyn_exp_ratio_f(a));
+    return x < 0.0f ? d : 1.0f - d;
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
