@@ -22,9 +22,7 @@ from dyn.graph import (
     renew_cg,
     values,
 )
-from dyn.ops import arith as _arith
-from dyn.ops import inputs as _inputs
-from dyn.ops import nonlin as _nonlin
+import dyn.ops  # imports (registers) every operation family
 from dyn.ops import shape as _shape
 from dyn.ops._registry import REGISTRY as _REGISTRY
 from dyn.ops.inputs import (
