@@ -6,6 +6,7 @@ runs DyNet programs unchanged. Operations are exported from the registry in
 dyn/ops; see docs/operations.md.
 """
 
+import dyn.ops  # imports (registers) every operation family
 from dyn._config import DeviceInfo, available_devices, get_device_info, init, reset_random_seed
 from dyn._core import _graph
 from dyn._core._expr import Expression
@@ -22,7 +23,6 @@ from dyn.graph import (
     renew_cg,
     values,
 )
-import dyn.ops  # imports (registers) every operation family
 from dyn.ops import shape as _shape
 from dyn.ops._registry import REGISTRY as _REGISTRY
 from dyn.ops.inputs import (
