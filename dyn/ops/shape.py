@@ -98,7 +98,10 @@ def concatenate_to_batch(xs):
 
 
 def _transpose_ref(x, dims=(1, 0)):
-    return np.transpose(_pad(x, len(dims)), dims)
+    x = _pad(x, len(dims))
+    if x.ndim > len(dims):  # dims past len(dims) are 1 (the op checks)
+        x = x.reshape(x.shape[: len(dims)])
+    return np.transpose(x, dims)
 
 
 @op(

@@ -1,0 +1,88 @@
+"""DyNet's flags, dyn.init, seeds, devices, and the user-facing gradient check."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dyn as dy
+from dyn import _config
+from dyn._core import _graph
+
+
+def test_parse_flags_all_spellings():
+    argv = ["prog", "--dynet-mem", "512", "--dynet_seed=3", "--dynet-autobatch", "1", "pos", "--other", "x"]
+    assert _config.parse_flags(argv) == {"mem": "512", "seed": "3", "autobatch": "1"}
+    with pytest.raises(ValueError, match="needs a value"):
+        _config.parse_flags(["prog", "--dynet-mem"])
+
+
+def test_mem_flag_is_the_initial_arena_size():
+    dy.init(mem="4")  # 4 MB
+    assert _graph.memory_stats()["forward_capacity"] == 4 << 20
+    dy.init(mem="64,32,32,32")  # DyNet's per-pool form: the largest is the initial size
+    assert _graph.memory_stats()["forward_capacity"] == 64 << 20
+    dy.init(mem="1")
+    dy.renew_cg()
+    x = dy.inputTensor(np.ones((1000, 1000)))  # 4 MB > 1 MB: grows by itself
+    assert (x * 2.0).npvalue()[0, 0] == 2.0
+
+
+def test_import_with_flags_prints_nothing_and_gpu_request_fails():
+    code = "import dyn; print(dyn.available_devices())"
+    out = subprocess.run(
+        [sys.executable, "-c", code, "--dynet-mem", "64", "--dynet-seed", "5"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "['CPU']" and out.stderr == ""
+    bad = subprocess.run(
+        [sys.executable, "-c", "import dyn", "--dynet-gpus", "1"], capture_output=True, text=True
+    )
+    assert bad.returncode != 0 and "GPU" in bad.stderr
+
+
+def test_seed_makes_initialisation_and_dropout_repeatable():
+    def draw():
+        dy.reset_random_seed(42)
+        m = dy.ParameterCollection()
+        p = m.add_parameters((3, 3))
+        dy.renew_cg()
+        d = dy.dropout(dy.ones(50), 0.5).npvalue()
+        return p.as_array(), d
+
+    (a1, d1), (a2, d2) = draw(), draw()
+    np.testing.assert_array_equal(a1, a2)
+    np.testing.assert_array_equal(d1, d2)
+
+
+def test_device_info():
+    assert dy.get_device_info("CPU").name == "CPU"
+    with pytest.raises(ValueError):
+        dy.get_device_info("GPU:0")
+
+
+def test_check_grad_passes_on_correct_model_and_names_a_wrong_one(float64):
+    m = dy.ParameterCollection()
+    W = m.add_parameters((3, 4), name="w")
+    E = m.add_lookup_parameters((5, 4), name="e")
+    x = np.random.RandomState(0).randn(4)
+
+    def loss():
+        dy.renew_cg()
+        h = dy.tanh(W * (dy.inputVector(x) + E[2]))
+        return dy.pickneglogsoftmax(h, 1)
+
+    assert dy.check_grad(loss, [W, E]) == []
+
+    def wrong_loss():
+        # the value depends on W through a path backward does not see
+        dy.renew_cg()
+        return dy.sum_elems(dy.nobackprop(W) * dy.inputVector(x))
+
+    bad = dy.check_grad(wrong_loss, [W])
+    assert bad and all(name == "/w" for name, *_ in bad)
+    _, _, analytic, numeric = bad[0]
+    assert analytic == 0.0 and abs(numeric) > 1e-3
