@@ -7,7 +7,15 @@ dyn/ops; see docs/operations.md.
 """
 
 import dyn.ops  # imports (registers) every operation family
-from dyn._config import DeviceInfo, available_devices, get_device_info, init, reset_random_seed
+from dyn._config import (
+    DeviceInfo,
+    DynetParams,
+    available_devices,
+    get_device_info,
+    init,
+    init_from_params,
+    reset_random_seed,
+)
 from dyn._core import _graph
 from dyn._core._expr import Expression
 from dyn.gradcheck import check_grad
@@ -17,9 +25,11 @@ from dyn.graph import (
     cg_checkpoint,
     cg_revert,
     cg_version,
+    dump_cg,
     forward,
     npvalues,
     print_graphviz,
+    print_text_graphviz,
     renew_cg,
     values,
 )

@@ -45,11 +45,23 @@ def _mem_bytes(spec: str) -> int:
 
 
 def init(
-    random_seed=None, mem=None, autobatch=None, weight_decay=None, precision=None, devices=None, **_ignored
+    shared_parameters=None,
+    *,
+    random_seed=None,
+    mem=None,
+    autobatch=None,
+    weight_decay=None,
+    precision=None,
+    devices=None,
 ):
     """Configure dyn (optional: importing dyn already did it from sys.argv).
 
+    DyNet's ``init(shared_parameters=None)`` re-reads the flags and is
+    otherwise ignored after import; dyn applies the keyword options given.
+
     Args:
+        shared_parameters: accepted for DyNet compatibility (multi-process
+            parameter sharing is not implemented).
         random_seed: seed of dropout/noise sampling and default initialisers.
         mem: initial arena size in MB (DyNet's --dynet-mem); arenas grow anyway.
         autobatch: accepted; automatic batching is not implemented yet.
@@ -115,3 +127,69 @@ def get_device_info(name):
     if name != "CPU":
         raise ValueError("unknown device %r (this build has only CPU)" % (name,))
     return DeviceInfo("CPU", 0, -1)
+
+
+class DynetParams:
+    """DyNet's start-up parameters object (§3.3): set fields, then init()."""
+
+    def __init__(self):
+        self.random_seed = 0
+        self.mem_descriptor = "512"
+        self.weight_decay = 0.0
+        self.autobatch = 0
+        self.profiling = 0
+        self.shared_parameters = False
+        self.requested_gpus = -1
+
+    def from_args(self, shared_parameters=None):
+        flags = parse_flags(sys.argv)
+        self.random_seed = int(flags.get("seed", self.random_seed))
+        self.mem_descriptor = flags.get("mem", self.mem_descriptor)
+        self.weight_decay = float(flags.get("weight-decay", self.weight_decay))
+        self.autobatch = int(flags.get("autobatch", self.autobatch))
+        self.profiling = int(flags.get("profiling", self.profiling))
+        return self
+
+    def from_config(self, conf):
+        self.random_seed = int(conf.get("seed", 0))
+        self.mem_descriptor = str(conf.get("mem", "512"))
+        self.weight_decay = float(conf.get("weight_decay", 0))
+        self.autobatch = int(conf.get("autobatch", 0))
+        self.profiling = int(conf.get("profiling", 0))
+        self.requested_gpus = int(conf.get("requested_gpus", 0) or 0)
+        return self
+
+    def set_mem(self, mem):
+        self.mem_descriptor = str(mem)
+
+    def set_random_seed(self, seed):
+        self.random_seed = int(seed)
+
+    def set_autobatch(self, autobatch):
+        self.autobatch = int(autobatch)
+
+    def set_profiling(self, profiling):
+        self.profiling = int(profiling)
+
+    def set_weight_decay(self, wd):
+        self.weight_decay = float(wd)
+
+    def set_shared_parameters(self, shared):
+        self.shared_parameters = bool(shared)
+
+    def set_requested_gpus(self, n):
+        self.requested_gpus = int(n)
+
+    def init(self):
+        init(
+            random_seed=self.random_seed,
+            mem=self.mem_descriptor,
+            autobatch=self.autobatch,
+            weight_decay=self.weight_decay,
+            devices="GPU" if self.requested_gpus > 0 else None,
+        )
+
+
+def init_from_params(params):
+    """Initialise from a DynetParams object."""
+    params.init()

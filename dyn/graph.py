@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
+import numpy as np
+
 from dyn._core import _expr, _graph
 
 
@@ -58,25 +62,25 @@ def cg_version() -> int:
     return _graph.version()
 
 
-def forward(exprs, recalculate=False):
+def forward(exps, recalculate=False):
     """Compute every expression in the list (up to the latest one)."""
-    exprs = list(exprs)
-    if not exprs:
+    exps = list(exps)
+    if not exps:
         return
     if recalculate:
         _graph.invalidate()
-    last = max(exprs, key=lambda e: _expr.node_of(e))
+    last = max(exps, key=lambda e: _expr.node_of(e))
     last.forward()
 
 
-def npvalues(exprs, recalculate=False):
-    forward(exprs, recalculate)
-    return [e.npvalue() for e in exprs]
+def npvalues(exps, recalculate=False):
+    forward(exps, recalculate)
+    return [e.npvalue() for e in exps]
 
 
-def values(exprs, recalculate=False):
-    forward(exprs, recalculate)
-    return [e.value() for e in exprs]
+def values(exps, recalculate=False):
+    forward(exps, recalculate)
+    return [e.value() for e in exps]
 
 
 def cg_checkpoint():
@@ -90,5 +94,46 @@ def cg_revert():
     _graph.revert()
 
 
-def print_graphviz(**kwargs):
+def print_graphviz(**kw):
     print("Run with --dynet-viz to get the visualization behavior.")
+
+
+def print_text_graphviz():
+    """Print the current graph in Graphviz dot format to stderr."""
+    lines = ["digraph G {", "  rankdir=LR;", "  nodesep=.05;"]
+    for i, (op, args, (dims, bd)) in enumerate(_graph.describe()):
+        shape = "{%s}" % ",".join(map(str, dims)) + ("x%d" % bd if bd > 1 else "")
+        lines.append('  N%d [label="N%d = %s %s"];' % (i, i, op, shape))
+        lines.extend("  N%d -> N%d;" % (a, i) for a in args)
+    lines.append("}")
+    sys.stderr.write("\n".join(lines) + "\n")
+
+
+def dump_cg(filename="", show_values=True, show_gradients=True, nan_check_only=False):
+    """Write every node (op, dim, and its value/gradient) to a file or stderr.
+
+    With nan_check_only, only whether each value/gradient holds NaN or Inf.
+    """
+    out = []
+    for i, (op, args, (dims, bd)) in enumerate(_graph.describe()):
+        e = _expr.wrap_node(i)
+        out.append("node %d: %s(%s) dim %r batch %d" % (i, op, ", ".join("N%d" % a for a in args), dims, bd))
+        parts = [("value", show_values, lambda e=e: e.npvalue())]
+        parts.append(("gradient", show_gradients, lambda e=e: e.gradient()))
+        for label, wanted, get in parts:
+            if not wanted:
+                continue
+            try:
+                v = get()
+            except RuntimeError:
+                continue  # no value/gradient computed for this node
+            if nan_check_only:
+                out.append("  %s: %s" % (label, "NaN/Inf" if not np.all(np.isfinite(v)) else "ok"))
+            else:
+                out.append("  %s: %s" % (label, np.array2string(np.asarray(v), threshold=50)))
+    text = "\n".join(out) + "\n"
+    if filename:
+        with open(filename, "w") as f:
+            f.write(text)
+    else:
+        sys.stderr.write(text)

@@ -523,3 +523,14 @@ def _init_graph():
     seed(0x5EED)
 
 _init_graph()
+
+
+def describe():
+    """The graph as Python data: [(op name, argument ids, (dims, batch))]."""
+    cdef int i, j
+    out = []
+    for i in range(G.n):
+        n = &G.nodes[i]
+        out.append((op_name(n.op), tuple([G.ipool[n.arg_off + j] for j in range(n.nargs)]),
+                    dim_to_py(&n.dim)))
+    return out

@@ -86,3 +86,29 @@ def test_check_grad_passes_on_correct_model_and_names_a_wrong_one(float64):
     assert bad and all(name == "/w" for name, *_ in bad)
     _, _, analytic, numeric = bad[0]
     assert analytic == 0.0 and abs(numeric) > 1e-3
+
+
+def test_graph_dumps(tmp_path, capsys):
+    x = dy.inputVector([1.0, 2.0])
+    y = dy.tanh(x * 2.0)
+    dy.sum_elems(y).backward(full=True)
+    dy.print_text_graphviz()
+    err = capsys.readouterr().err
+    assert err.startswith("digraph G {") and "N0 -> N1" in err and "nonlin_unary" in err
+    f = tmp_path / "cg.txt"
+    dy.dump_cg(str(f))
+    text = f.read_text()
+    assert "node 2: nonlin_unary(N1)" in text and "gradient" in text
+    dy.dump_cg(str(f), nan_check_only=True)
+    assert "NaN/Inf" not in f.read_text() and "ok" in f.read_text()
+
+
+def test_dynet_params_init():
+    p = dy.DynetParams()
+    p.set_mem(8)
+    p.set_random_seed(3)
+    dy.init_from_params(p)
+    assert _graph.memory_stats()["forward_capacity"] == 8 << 20
+    p.set_requested_gpus(1)
+    with pytest.raises(RuntimeError, match="GPU"):
+        p.init()

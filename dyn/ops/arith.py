@@ -141,16 +141,16 @@ def _affine_ref(*xs):
         Case([(3,)]),
     ],
 )
-def affine_transform(xs):
+def affine_transform(exprs):
     """b + W1 x1 + W2 x2 + ...: the fused linear layer, one node.
 
     Args:
-        xs: a list [b, W1, x1, W2, x2, ...].
+        exprs: a list [b, W1, x1, W2, x2, ...].
 
     Example:
         >>> h = dy.tanh(dy.affine_transform([b, W, x]))
     """
-    return _k.affine_transform(xs)
+    return _k.affine_transform(exprs)
 
 
 @op(
