@@ -1,0 +1,559 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Losses: hinge (single, batch, along a dimension), binary log loss, Huber
+and L1 distances, Poisson loss, pairwise rank loss. Each op: shape rule,
+forward, backward (accumulating), side by side. The sparse probability maps,
+normalisation and gradient-flow ops are in _k_loss_norm.pyx.
+
+Where DyNet rejects a batch (binary_log_loss, huber_distance, ...) these
+kernels treat each batch element separately, and an argument of batch 1 is
+shared by every batch element (its gradient is summed over the batch).
+"""
+import operator
+
+from libc.math cimport exp, log, fabs
+from libc.float cimport FLT_MIN
+from dyn._core._graph cimport (
+    Graph, Node, Dim, cg, register_op, dim_size, dim_cols, dim_str, arg, idx, set_indices, dim_eq_nobatch)
+from dyn._core._expr cimport node1, node2, finish, Expression
+from dyn._core._bcast cimport real
+
+# ---------------------------------------------------------------- helpers
+
+cdef inline Node* g_node(int nid) noexcept:
+    return &cg().nodes[nid]
+
+
+cdef inline long _off(Node* a, int b, long s) noexcept nogil:
+    # a batch-1 argument is shared by every output batch element
+    return b * s if a.dim.bd > 1 else 0
+
+
+cdef inline bint _is_vec(const Dim* d) noexcept nogil:
+    """DyNet's "looks like a vector": every dim after the first is 1."""
+    return dim_size(d) == d.d[0]
+
+
+cdef int _expr_arg(object x, str name) except -1:
+    # arg_id's own TypeError names the kernel, not the public op
+    if not isinstance(x, Expression):
+        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
+    return 0
+
+
+cdef int _index(object v, str name) except -1:
+    """A non-negative index that fits the index pool (an int, not a float)."""
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise TypeError("%s: indices must be integers, got %r" % (name, v)) from None
+    if i < 0 or i > 0x7fffffff:
+        raise IndexError("%s: index %d out of range" % (name, i))
+    return i
+
+
+cdef list _indices(object vs, str name, str what):
+    """Any iterable of indices (DyNet's vector[unsigned]): list, range, numpy array."""
+    try:
+        it = iter(vs)
+    except TypeError:
+        raise TypeError("%s: %s must be a sequence of indices, got %s" % (name, what, type(vs).__name__)) from None
+    v = [_index(i, name) for i in it]
+    if not v:
+        raise ValueError("%s: %s is empty" % (name, what))
+    return v
+
+
+cdef double _number(object v, str name, str what) except? -1.0:
+    if isinstance(v, (str, bytes)):
+        raise TypeError("%s: %s must be a number, got %r" % (name, what, v))
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise TypeError("%s: %s must be a number, got %r" % (name, what, v)) from None
+
+
+cdef str _dims(Graph* g, Node* n):
+    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
+
+
+cdef int _batch(Graph* g, Node* n, str name) except -1:
+    """Each argument has batch 1 or B."""
+    cdef int i, b = 1, x
+    for i in range(n.nargs):
+        x = arg(g, n, i).dim.bd
+        if x != 1:
+            if b != 1 and b != x:
+                raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
+            b = x
+    return b
+
+
+cdef inline void _scalar_out(Node* n, int bd) noexcept nogil:
+    n.dim.nd = 1
+    n.dim.d[0] = 1
+    n.dim.bd = bd
+
+# ---------------------------------------------------------------- hinge, hinge_batch
+
+cdef int _shape_hinge(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef str name = "hinge_batch" if n.ia[0] else "hinge"
+    cdef int k, m = x.dim.d[0]
+    cdef int* v = idx(g, n)
+    if not _is_vec(&x.dim):
+        raise ValueError("%s: x must be a vector (every dimension after the first 1), got %s"
+                         % (name, dim_str(&x.dim)))
+    if not n.ia[0] and x.dim.bd != 1:
+        raise ValueError("hinge: x is batched (%s) but one index was given; use "
+                         "hinge_batch(x, [one index per batch element])" % dim_str(&x.dim))
+    if x.dim.bd != 1 and n.nidx != x.dim.bd:
+        raise ValueError("hinge_batch: %d indices for x of batch size %d (%s); give one index per "
+                         "batch element" % (n.nidx, x.dim.bd, dim_str(&x.dim)))
+    for k in range(n.nidx):
+        if v[k] >= m:
+            raise IndexError("%s: index %d out of range for x of dim %s" % (name, v[k], dim_str(&x.dim)))
+    _scalar_out(n, n.nidx)
+    return 0
+
+
+cdef void _hinge_fwd(real* y, real* x, int* vs, int m, int B, int xb, real margin) noexcept nogil:
+    cdef int b, i, v
+    cdef real* px
+    cdef real mv, t
+    cdef double acc
+    for b in range(B):
+        px = x + (b * m if xb > 1 else 0)
+        v = vs[b]
+        mv = margin - px[v]
+        acc = 0
+        for i in range(m):
+            t = px[i] + mv
+            if i != v and t > 0:
+                acc += t
+        y[b] = <real>acc
+
+
+cdef void _hinge_bwd(real* gx, real* gy, real* x, int* vs, int m, int B, int xb,
+                     real margin) noexcept nogil:
+    # the same float test as forward, so the active set is the one forward used
+    cdef int b, i, v, cnt
+    cdef real* px
+    cdef real* pg
+    cdef real mv
+    for b in range(B):
+        px = x + (b * m if xb > 1 else 0)
+        pg = gx + (b * m if xb > 1 else 0)
+        v = vs[b]
+        mv = margin - px[v]
+        cnt = 0
+        for i in range(m):
+            if i != v and px[i] + mv > 0:
+                pg[i] += gy[b]
+                cnt += 1
+        pg[v] -= gy[b] * cnt
+
+
+cdef void fwd_hinge(Graph* g, Node* n) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    if g.dtype == 0:
+        _hinge_fwd(<float*>n.v, <float*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, <float>n.fa[0])
+    else:
+        _hinge_fwd(<double*>n.v, <double*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, n.fa[0])
+
+
+cdef void bwd_hinge(Graph* g, Node* n, int i) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    if g.dtype == 0:
+        _hinge_bwd(<float*>x.g, <float*>n.g, <float*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd,
+                   <float>n.fa[0])
+    else:
+        _hinge_bwd(<double*>x.g, <double*>n.g, <double*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd,
+                   n.fa[0])
+
+
+cdef int OP_HINGE = register_op("hinge", _shape_hinge, fwd_hinge, bwd_hinge)
+
+
+cdef double _margin(object m, str name) except? -1.0:
+    cdef double mv = _number(m, name, "m")
+    if not mv >= 0:
+        raise ValueError("%s: the margin m must be >= 0, got %r" % (name, m))
+    return mv
+
+
+def hinge(x, v, m=1.0):
+    _expr_arg(x, "hinge")
+    cdef int i = _index(v, "hinge")
+    cdef double mv = _margin(m, "hinge")
+    cdef int nid = node1(OP_HINGE, x)
+    g_node(nid).ia[0] = 0
+    g_node(nid).fa[0] = mv
+    set_indices(nid, [i])
+    return finish(nid)
+
+
+def hinge_batch(x, vs, m=1.0):
+    _expr_arg(x, "hinge_batch")
+    v = _indices(vs, "hinge_batch", "vs")
+    cdef double mv = _margin(m, "hinge_batch")
+    cdef int nid = node1(OP_HINGE, x)
+    g_node(nid).ia[0] = 1
+    g_node(nid).fa[0] = mv
+    set_indices(nid, v)
+    return finish(nid)
+
+# ---------------------------------------------------------------- hinge_dim
+
+cdef void _slices(Dim* d, int which, int* outer, int* ostr, int* inner, int* istr) noexcept nogil:
+    """which=0: each column (contiguous); 1: each row (stride rows)."""
+    cdef int r = d.d[0], c = dim_cols(d)
+    if which == 0:
+        outer[0], ostr[0], inner[0], istr[0] = c, r, r, 1
+    else:
+        outer[0], ostr[0], inner[0], istr[0] = r, 1, c, r
+
+
+cdef int _shape_hdim(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef int k, outer, ostr, inner, istr
+    cdef int* v = idx(g, n)
+    if x.dim.nd > 2:
+        raise ValueError("hinge_dim: x must have at most 2 dimensions, got %s" % dim_str(&x.dim))
+    _slices(&x.dim, n.ia[0], &outer, &ostr, &inner, &istr)
+    if n.nidx != outer:
+        raise ValueError("hinge_dim: %d indices for x of dim %s with d=%d; give one index per %s (%d)"
+                         % (n.nidx, dim_str(&x.dim), n.ia[0], "column" if n.ia[0] == 0 else "row", outer))
+    for k in range(n.nidx):
+        if v[k] >= inner:
+            raise IndexError("hinge_dim: index %d out of range along dimension %d of x of dim %s"
+                             % (v[k], n.ia[0], dim_str(&x.dim)))
+    n.dim.nd = 1
+    n.dim.d[0] = outer
+    n.dim.bd = x.dim.bd
+    return 0
+
+
+cdef void _hdim_fwd(Graph* g, Node* n, real* y) noexcept nogil:
+    cdef Node* x = arg(g, n, 0)
+    cdef int b, o, i, v, outer, ostr, inner, istr, s = dim_size(&x.dim)
+    cdef int* vs = idx(g, n)
+    cdef real* px
+    cdef real mv, t, margin = <real>n.fa[0]
+    cdef double acc
+    _slices(&x.dim, n.ia[0], &outer, &ostr, &inner, &istr)
+    for b in range(n.dim.bd):
+        for o in range(outer):
+            px = <real*>x.v + b * s + o * ostr
+            v = vs[o]
+            mv = margin - px[v * istr]
+            acc = 0
+            for i in range(inner):
+                t = px[i * istr] + mv
+                if i != v and t > 0:
+                    acc += t
+            y[b * outer + o] = <real>acc
+
+
+cdef void _hdim_bwd(Graph* g, Node* n, real* gy) noexcept nogil:
+    cdef Node* x = arg(g, n, 0)
+    cdef int b, o, i, v, cnt, outer, ostr, inner, istr, s = dim_size(&x.dim)
+    cdef int* vs = idx(g, n)
+    cdef real* px
+    cdef real* pg
+    cdef real mv, c, margin = <real>n.fa[0]
+    _slices(&x.dim, n.ia[0], &outer, &ostr, &inner, &istr)
+    for b in range(n.dim.bd):
+        for o in range(outer):
+            px = <real*>x.v + b * s + o * ostr
+            pg = <real*>x.g + b * s + o * ostr
+            v = vs[o]
+            mv = margin - px[v * istr]
+            c = gy[b * outer + o]
+            cnt = 0
+            for i in range(inner):
+                if i != v and px[i * istr] + mv > 0:
+                    pg[i * istr] += c
+                    cnt += 1
+            pg[v * istr] -= c * cnt
+
+
+cdef void fwd_hdim(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _hdim_fwd(g, n, <float*>n.v)
+    else:
+        _hdim_fwd(g, n, <double*>n.v)
+
+
+cdef void bwd_hdim(Graph* g, Node* n, int i) noexcept:
+    if g.dtype == 0:
+        _hdim_bwd(g, n, <float*>n.g)
+    else:
+        _hdim_bwd(g, n, <double*>n.g)
+
+
+cdef int OP_HINGE_DIM = register_op("hinge_dim", _shape_hdim, fwd_hdim, bwd_hdim)
+
+
+def hinge_dim(x, v, d=0, m=1.0):
+    _expr_arg(x, "hinge_dim")
+    vs = _indices(v, "hinge_dim", "v")
+    try:
+        d = operator.index(d)
+    except TypeError:
+        raise TypeError("hinge_dim: d must be an integer, got %r" % (d,)) from None
+    if d != 0 and d != 1:
+        raise ValueError("hinge_dim: d must be 0 (each column) or 1 (each row), got %d" % d)
+    cdef double mv = _margin(m, "hinge_dim")
+    cdef int nid = node1(OP_HINGE_DIM, x)
+    g_node(nid).ia[0] = d
+    g_node(nid).fa[0] = mv
+    set_indices(nid, vs)
+    return finish(nid)
+
+# ---------------------------------------------------------------- pairwise reductions to {1}: binary_log_loss, huber_distance, l1_distance
+
+cdef enum:
+    BLL, HUBER, L1
+
+cdef tuple _PAIR_NAMES = ("binary_log_loss", "huber_distance", "l1_distance")
+
+
+cdef int _shape_pairloss(Graph* g, Node* n) except -1:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    cdef str name = _PAIR_NAMES[n.ia[0]]
+    if not dim_eq_nobatch(&a.dim, &b.dim):
+        raise ValueError("%s: dimensions must match, got %s and %s" % (name, dim_str(&a.dim), dim_str(&b.dim)))
+    _scalar_out(n, _batch(g, n, name))
+    return 0
+
+
+cdef inline double _clog(double p) noexcept nogil:
+    # DyNet's convention: log of a probability never goes below log(FLT_MIN)
+    return log(p if p > FLT_MIN else FLT_MIN)
+
+
+cdef void _pairloss_fwd(Graph* g, Node* n, real* y) noexcept nogil:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    cdef int k, i, s = dim_size(&a.dim), kind = n.ia[0]
+    cdef real* pa
+    cdef real* pb
+    cdef double acc, d, ad, c = n.fa[0], t
+    for k in range(n.dim.bd):
+        pa = <real*>a.v + _off(a, k, s)
+        pb = <real*>b.v + _off(b, k, s)
+        acc = 0
+        if kind == BLL:
+            for i in range(s):
+                t = pb[i]
+                # a term whose weight is 0 is 0, even where its log is clamped
+                if t != 0:
+                    acc -= t * _clog(pa[i])
+                if t != 1:
+                    acc -= (1 - t) * _clog(1 - <double>pa[i])
+        elif kind == HUBER:
+            for i in range(s):
+                d = <double>pa[i] - pb[i]
+                ad = fabs(d)
+                acc += d * d if ad < c else c * (2 * ad - c)
+        else:
+            for i in range(s):
+                acc += fabs(<double>pa[i] - pb[i])
+        y[k] = <real>acc
+
+
+cdef void _pairloss_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    cdef Node* w = a if which == 0 else b
+    cdef int k, i, s = dim_size(&a.dim), kind = n.ia[0]
+    cdef real* pa
+    cdef real* pb
+    cdef real* pg
+    cdef double c, d, x, t, sg, hc = n.fa[0]
+    for k in range(n.dim.bd):
+        pa = <real*>a.v + _off(a, k, s)
+        pb = <real*>b.v + _off(b, k, s)
+        pg = <real*>w.g + _off(w, k, s)
+        c = gy[k]
+        if kind == BLL:
+            for i in range(s):
+                x = pa[i]
+                t = pb[i]
+                if which == 0:
+                    pg[i] += <real>(c * ((1 - t) / (1 - x if 1 - x > FLT_MIN else FLT_MIN)
+                                         - t / (x if x > FLT_MIN else FLT_MIN)))
+                else:
+                    pg[i] += <real>(c * (_clog(1 - x) - _clog(x)))
+        else:
+            sg = c if which == 0 else -c
+            for i in range(s):
+                d = <double>pa[i] - pb[i]
+                if kind == HUBER:
+                    if fabs(d) < hc:
+                        pg[i] += <real>(2 * sg * d)
+                    else:
+                        pg[i] += <real>(2 * sg * hc * ((d > 0) - (d < 0)))
+                else:
+                    pg[i] += <real>(sg * ((d > 0) - (d < 0)))
+
+
+cdef void fwd_pairloss(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _pairloss_fwd(g, n, <float*>n.v)
+    else:
+        _pairloss_fwd(g, n, <double*>n.v)
+
+
+cdef void bwd_pairloss(Graph* g, Node* n, int i) noexcept:
+    if g.dtype == 0:
+        _pairloss_bwd(g, n, i, <float*>n.g)
+    else:
+        _pairloss_bwd(g, n, i, <double*>n.g)
+
+
+cdef int OP_PAIRLOSS = register_op("pair_loss", _shape_pairloss, fwd_pairloss, bwd_pairloss)
+
+
+cdef Expression _pairloss(int kind, object x, object y, double c):
+    cdef str name = _PAIR_NAMES[kind]
+    _expr_arg(x, name)
+    _expr_arg(y, name)
+    cdef int nid = node2(OP_PAIRLOSS, x, y)
+    g_node(nid).ia[0] = kind
+    g_node(nid).fa[0] = c
+    return finish(nid)
+
+
+def binary_log_loss(x, y):
+    return _pairloss(BLL, x, y, 0.0)
+
+
+def huber_distance(x, y, c=1.345):
+    cdef double cv = _number(c, "huber_distance", "c")
+    if not cv > 0:
+        raise ValueError("huber_distance: c must be > 0, got %r" % (c,))
+    return _pairloss(HUBER, x, y, cv)
+
+
+def l1_distance(x, y):
+    return _pairloss(L1, x, y, 0.0)
+
+# ---------------------------------------------------------------- poisson_loss
+
+cdef int _shape_poisson(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    if dim_size(&x.dim) != 1:
+        raise ValueError("poisson_loss: log_lambda must have one element per batch element, got %s"
+                         % dim_str(&x.dim))
+    n.dim = x.dim
+    return 0
+
+
+cdef void _poisson_fwd(real* y, real* x, int m, double k, double lgk) noexcept nogil:
+    cdef int i
+    for i in range(m):
+        y[i] = <real>(exp(<double>x[i]) - k * x[i] + lgk)
+
+
+cdef void _poisson_bwd(real* gx, real* gy, real* x, int m, double k) noexcept nogil:
+    cdef int i
+    for i in range(m):
+        gx[i] += <real>(gy[i] * (exp(<double>x[i]) - k))
+
+
+cdef void fwd_poisson(Graph* g, Node* n) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    if g.dtype == 0:
+        _poisson_fwd(<float*>n.v, <float*>x.v, n.dim.bd, n.fa[0], n.fa[1])
+    else:
+        _poisson_fwd(<double*>n.v, <double*>x.v, n.dim.bd, n.fa[0], n.fa[1])
+
+
+cdef void bwd_poisson(Graph* g, Node* n, int i) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    if g.dtype == 0:
+        _poisson_bwd(<float*>x.g, <float*>n.g, <float*>x.v, n.dim.bd, n.fa[0])
+    else:
+        _poisson_bwd(<double*>x.g, <double*>n.g, <double*>x.v, n.dim.bd, n.fa[0])
+
+
+cdef int OP_POISSON = register_op("poisson_loss", _shape_poisson, fwd_poisson, bwd_poisson)
+
+
+def poisson_loss(log_lambda, x, double lgamma_x1):
+    _expr_arg(log_lambda, "poisson_loss")
+    cdef int nid = node1(OP_POISSON, log_lambda)
+    g_node(nid).fa[0] = x
+    g_node(nid).fa[1] = lgamma_x1
+    return finish(nid)
+
+# ---------------------------------------------------------------- pairwise_rank_loss
+
+cdef int _shape_prl(Graph* g, Node* n) except -1:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    if a.dim.nd > 2 or a.dim.d[0] != 1 or not dim_eq_nobatch(&a.dim, &b.dim):
+        raise ValueError("pairwise_rank_loss: x and y must be scalars or row vectors {1,n} of the same "
+                         "dimensions, got %s and %s" % (dim_str(&a.dim), dim_str(&b.dim)))
+    n.dim = a.dim
+    n.dim.bd = _batch(g, n, "pairwise_rank_loss")
+    return 0
+
+
+cdef void _prl_fwd(Graph* g, Node* n, real* y) noexcept nogil:
+    cdef Node* a = arg(g, n, 0)
+    cdef Node* b = arg(g, n, 1)
+    cdef int k, i, s = dim_size(&n.dim)
+    cdef real* pa
+    cdef real* pb
+    cdef real t, m = <real>n.fa[0]
+    for k in range(n.dim.bd):
+        pa = <real*>a.v + _off(a, k, s)
+        pb = <real*>b.v + _off(b, k, s)
+        for i in range(s):
+            t = m - pa[i] + pb[i]
+            y[k * s + i] = t if t > 0 else 0
+
+
+cdef void _prl_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
+    # y > 0 exactly where the margin is violated: the gradient at the kink is 0
+    cdef Node* w = arg(g, n, which)
+    cdef int k, i, s = dim_size(&n.dim)
+    cdef real* pg
+    cdef real* py = <real*>n.v
+    for k in range(n.dim.bd):
+        pg = <real*>w.g + _off(w, k, s)
+        for i in range(s):
+            if py[k * s + i] > 0:
+                if which == 0:
+                    pg[i] -= gy[k * s + i]
+                else:
+                    pg[i] += gy[k * s + i]
+
+
+cdef void fwd_prl(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _prl_fwd(g, n, <float*>n.v)
+    else:
+        _prl_fwd(g, n, <double*>n.v)
+
+
+cdef void bwd_prl(Graph* g, Node* n, int i) noexcept:
+    if g.dtype == 0:
+        _prl_bwd(g, n, i, <float*>n.g)
+    else:
+        _prl_bwd(g, n, i, <double*>n.g)
+
+
+cdef int OP_PRL = register_op("pairwise_rank_loss", _shape_prl, fwd_prl, bwd_prl)
+
+
+def pairwise_rank_loss(x, y, m=1.0):
+    _expr_arg(x, "pairwise_rank_loss")
+    _expr_arg(y, "pairwise_rank_loss")
+    cdef double mv = _number(m, "pairwise_rank_loss", "m")
+    cdef int nid = node2(OP_PRL, x, y)
+    g_node(nid).fa[0] = mv
+    return finish(nid)

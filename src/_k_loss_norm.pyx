@@ -1,0 +1,676 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Sparse probability maps (sparsemax, sparsemax_loss, constrained_softmax),
+normalisation (layer_norm, weight_norm) and the gradient-flow ops
+(flip_gradient, scale_gradient, argmax); the other losses are in
+_k_loss.pyx. Each op: shape rule, forward, backward (accumulating), side by
+side.
+
+Where DyNet rejects a batch (sparsemax, constrained_softmax, weight_norm)
+these kernels treat each batch element separately, and an argument of batch
+1 is shared by every batch element (its gradient is summed over the batch).
+"""
+import operator
+
+from libc.math cimport exp, sqrt
+from libc.stdlib cimport qsort
+from libc.string cimport memcpy
+from dyn._core._graph cimport (
+    Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_str, arg, idx, set_indices,
+    dim_eq_nobatch, F_NG, F_CONST)
+from dyn._core._expr cimport node1, node2, noden, finish, Expression
+from dyn._core._bcast cimport real
+from dyn._core cimport _blas
+
+cdef double LN_EPS = 1e-8        # layer_norm: g (x - mean) / (std + LN_EPS) + b
+
+# ---------------------------------------------------------------- helpers
+
+cdef inline Node* g_node(int nid) noexcept:
+    return &cg().nodes[nid]
+
+
+cdef inline long _off(Node* a, int b, long s) noexcept nogil:
+    # a batch-1 argument is shared by every output batch element
+    return b * s if a.dim.bd > 1 else 0
+
+
+cdef inline bint _is_vec(const Dim* d) noexcept nogil:
+    """DyNet's "looks like a vector": every dim after the first is 1."""
+    return dim_size(d) == d.d[0]
+
+
+cdef int _expr_arg(object x, str name) except -1:
+    # arg_id's own TypeError names the kernel, not the public op
+    if not isinstance(x, Expression):
+        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
+    return 0
+
+
+cdef int _index(object v, str name) except -1:
+    """A non-negative index that fits the index pool (an int, not a float)."""
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise TypeError("%s: indices must be integers, got %r" % (name, v)) from None
+    if i < 0 or i > 0x7fffffff:
+        raise IndexError("%s: index %d out of range" % (name, i))
+    return i
+
+
+cdef list _indices(object vs, str name, str what):
+    """Any iterable of indices (DyNet's vector[unsigned]): list, range, numpy array."""
+    try:
+        it = iter(vs)
+    except TypeError:
+        raise TypeError("%s: %s must be a sequence of indices, got %s" % (name, what, type(vs).__name__)) from None
+    v = [_index(i, name) for i in it]
+    if not v:
+        raise ValueError("%s: %s is empty" % (name, what))
+    return v
+
+
+cdef double _number(object v, str name, str what) except? -1.0:
+    if isinstance(v, (str, bytes)):
+        raise TypeError("%s: %s must be a number, got %r" % (name, what, v))
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise TypeError("%s: %s must be a number, got %r" % (name, what, v)) from None
+
+
+cdef str _dims(Graph* g, Node* n):
+    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
+
+
+cdef int _batch(Graph* g, Node* n, str name) except -1:
+    """Each argument has batch 1 or B."""
+    cdef int i, b = 1, x
+    for i in range(n.nargs):
+        x = arg(g, n, i).dim.bd
+        if x != 1:
+            if b != 1 and b != x:
+                raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
+            b = x
+    return b
+
+
+cdef int _shape_same(Graph* g, Node* n) except -1:
+    n.dim = arg(g, n, 0).dim
+    return 0
+
+
+cdef inline void _scalar_out(Node* n, int bd) noexcept nogil:
+    n.dim.nd = 1
+    n.dim.d[0] = 1
+    n.dim.bd = bd
+
+# ---------------------------------------------------------------- sparsemax, sparsemax_loss
+
+cdef int _desc_f(const void* a, const void* b) noexcept nogil:
+    cdef float x = (<const float*>a)[0], y = (<const float*>b)[0]
+    return (x < y) - (x > y)
+
+
+cdef int _desc_d(const void* a, const void* b) noexcept nogil:
+    cdef double x = (<const double*>a)[0], y = (<const double*>b)[0]
+    return (x < y) - (x > y)
+
+
+cdef double _tau(real* z, real* x, int m) noexcept nogil:
+    """Threshold of sparsemax(x) (Martins & Astudillo 2016): z is m scratch items."""
+    cdef int k, kk = 1
+    cdef double acc = 0, keep = 0
+    memcpy(z, x, m * sizeof(real))
+    if real is float:
+        qsort(z, m, sizeof(float), _desc_f)
+    else:
+        qsort(z, m, sizeof(double), _desc_d)
+    # the support is the longest prefix of the sorted values with 1 + k z_k > sum_{j<=k} z_j
+    for k in range(m):
+        acc += z[k]
+        if 1 + (k + 1) * <double>z[k] > acc:
+            kk = k + 1
+            keep = acc
+        else:
+            break
+    return (keep - 1) / kk
+
+
+cdef int _shape_sparsemax(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    if not _is_vec(&x.dim):
+        raise ValueError("sparsemax: x must be a vector (every dimension after the first 1), got %s"
+                         % dim_str(&x.dim))
+    n.dim = x.dim
+    return 0
+
+
+cdef void _sparsemax_fwd(real* y, real* x, real* z, int m, int B) noexcept nogil:
+    cdef int b, i
+    cdef real tau, t
+    for b in range(B):
+        tau = <real>_tau(z, x + b * m, m)
+        for i in range(m):
+            t = x[b * m + i] - tau
+            y[b * m + i] = t if t > 0 else 0
+
+
+cdef void _sparsemax_bwd(real* gx, real* gy, real* y, int m, int B) noexcept nogil:
+    # on the support S (y > 0): gx = gy - mean_S(gy); elsewhere 0
+    cdef int b, i, cnt
+    cdef double acc
+    cdef real mean
+    for b in range(B):
+        acc = 0
+        cnt = 0
+        for i in range(m):
+            if y[b * m + i] > 0:
+                acc += gy[b * m + i]
+                cnt += 1
+        mean = <real>(acc / cnt) if cnt else 0
+        for i in range(m):
+            if y[b * m + i] > 0:
+                gx[b * m + i] += gy[b * m + i] - mean
+
+
+cdef void fwd_sparsemax(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _sparsemax_fwd(<float*>n.v, <float*>arg(g, n, 0).v, <float*>n.aux, n.dim.d[0], n.dim.bd)
+    else:
+        _sparsemax_fwd(<double*>n.v, <double*>arg(g, n, 0).v, <double*>n.aux, n.dim.d[0], n.dim.bd)
+
+
+cdef void bwd_sparsemax(Graph* g, Node* n, int i) noexcept:
+    if g.dtype == 0:
+        _sparsemax_bwd(<float*>arg(g, n, 0).g, <float*>n.g, <float*>n.v, n.dim.d[0], n.dim.bd)
+    else:
+        _sparsemax_bwd(<double*>arg(g, n, 0).g, <double*>n.g, <double*>n.v, n.dim.d[0], n.dim.bd)
+
+
+# aux: one sort-scratch item per element
+cdef int OP_SPARSEMAX = register_op("sparsemax", _shape_sparsemax, fwd_sparsemax, bwd_sparsemax, 1)
+
+
+def sparsemax(x):
+    _expr_arg(x, "sparsemax")
+    return finish(node1(OP_SPARSEMAX, x))
+
+
+cdef int _shape_spmloss(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef int k, m = x.dim.d[0]
+    cdef int* v = idx(g, n)
+    if not _is_vec(&x.dim):
+        raise ValueError("sparsemax_loss: x must be a vector (every dimension after the first 1), got %s"
+                         % dim_str(&x.dim))
+    for k in range(n.nidx):
+        if v[k] >= m:
+            raise IndexError("sparsemax_loss: target index %d out of range for x of dim %s"
+                             % (v[k], dim_str(&x.dim)))
+    _scalar_out(n, x.dim.bd)
+    n.naux = 2 * <long>dim_total(&x.dim)     # sort scratch, then sparsemax(x) for backward
+    return 0
+
+
+cdef void _spmloss_fwd(Graph* g, Node* n, real* y) noexcept nogil:
+    # L = -q.z + 1/2 sum_{j in S} (z_j^2 - tau^2) + 1/2 |q|^2, q uniform on the targets
+    cdef Node* x = arg(g, n, 0)
+    cdef int b, i, m = x.dim.d[0], nt = n.nidx
+    cdef int* v = idx(g, n)
+    cdef real* z
+    cdef real* p
+    cdef real* px
+    cdef double tau, t, loss
+    for b in range(n.dim.bd):
+        px = <real*>x.v + b * m
+        z = <real*>n.aux + b * m
+        p = <real*>n.aux + (<long>m * n.dim.bd) + b * m
+        tau = _tau(z, px, m)
+        loss = 0
+        for i in range(m):
+            t = px[i] - tau
+            if t > 0:
+                p[i] = <real>t
+                loss += t * (px[i] + tau)
+            else:
+                p[i] = 0
+        loss = 0.5 * loss + 0.5 * n.fa[0]
+        for i in range(nt):
+            loss -= px[v[i]] / <double>nt
+        # the loss is >= 0; a negative value is rounding (DyNet clips it too)
+        y[b] = <real>(loss if loss > 0 else 0)
+
+
+cdef void _spmloss_bwd(Graph* g, Node* n, real* gy) noexcept nogil:
+    # dL/dz = sparsemax(z) - q
+    cdef Node* x = arg(g, n, 0)
+    cdef int b, i, m = x.dim.d[0], nt = n.nidx
+    cdef int* v = idx(g, n)
+    cdef real* p
+    cdef real* pg
+    cdef real c
+    for b in range(n.dim.bd):
+        p = <real*>n.aux + (<long>m * n.dim.bd) + b * m
+        pg = <real*>x.g + b * m
+        c = gy[b]
+        for i in range(m):
+            pg[i] += c * p[i]
+        for i in range(nt):
+            pg[v[i]] -= c / nt
+
+
+cdef void fwd_spmloss(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _spmloss_fwd(g, n, <float*>n.v)
+    else:
+        _spmloss_fwd(g, n, <double*>n.v)
+
+
+cdef void bwd_spmloss(Graph* g, Node* n, int i) noexcept:
+    if g.dtype == 0:
+        _spmloss_bwd(g, n, <float*>n.g)
+    else:
+        _spmloss_bwd(g, n, <double*>n.g)
+
+
+cdef int OP_SPMLOSS = register_op("sparsemax_loss", _shape_spmloss, fwd_spmloss, bwd_spmloss)
+
+
+def sparsemax_loss(x, target_support):
+    _expr_arg(x, "sparsemax_loss")
+    v = _indices(target_support, "sparsemax_loss", "target_support")
+    # |q|^2 for q = (count of j in the list) / len(list): 1 / len for distinct targets
+    counts = {}
+    for i in v:
+        counts[i] = counts.get(i, 0) + 1
+    cdef double qsq = sum([c * c for c in counts.values()]) / float(len(v) * len(v))
+    cdef int nid = node1(OP_SPMLOSS, x)
+    g_node(nid).fa[0] = qsq
+    set_indices(nid, v)
+    return finish(nid)
+
+# ---------------------------------------------------------------- constrained_softmax
+
+cdef int _shape_csm(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* u = arg(g, n, 1)
+    if not _is_vec(&x.dim) or not dim_eq_nobatch(&x.dim, &u.dim):
+        raise ValueError("constrained_softmax: x and the bounds y must be vectors of the same dimensions, "
+                         "got %s and %s" % (dim_str(&x.dim), dim_str(&u.dim)))
+    n.dim = x.dim
+    n.dim.bd = _batch(g, n, "constrained_softmax")
+    return 0
+
+
+cdef void _csm_fwd(Graph* g, Node* n, real* y) noexcept nogil:
+    # p = argmin KL(p || softmax(x)) s.t. p <= u, sum p = 1 (Martins & Kreutzer 2017):
+    # p_i = u_i on the clipped set A, e_i (1 - U_A) / E_notA elsewhere. Every
+    # entry that violates its bound for the current A is clipped in the
+    # optimum too, so A only grows: at most m rounds.
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* u = arg(g, n, 1)
+    cdef int b, i, m = n.dim.d[0], changed
+    cdef real* px
+    cdef real* pu
+    cdef real* py
+    cdef real* mk
+    cdef real mx
+    cdef double U, E, s
+    for b in range(n.dim.bd):
+        px = <real*>x.v + _off(x, b, m)
+        pu = <real*>u.v + _off(u, b, m)
+        py = y + b * m
+        mk = <real*>n.aux + b * m
+        mx = px[0]
+        for i in range(1, m):
+            if px[i] > mx:
+                mx = px[i]
+        for i in range(m):
+            py[i] = <real>exp(<double>px[i] - mx)
+            mk[i] = 0
+        s = 0
+        while True:
+            U = 0
+            E = 0
+            for i in range(m):
+                if mk[i] != 0:
+                    U += pu[i]
+                else:
+                    E += py[i]
+            if E <= 0:
+                break           # everything clipped
+            s = (1 - U) / E
+            changed = 0
+            for i in range(m):
+                if mk[i] == 0 and py[i] * s > pu[i]:
+                    mk[i] = 1
+                    changed = 1
+            if not changed:
+                break
+        for i in range(m):
+            py[i] = pu[i] if mk[i] != 0 else <real>(py[i] * s)
+
+
+cdef void _csm_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
+    # r = sum_{notA} gy_i p_i / sum_{notA} p_i;
+    # gx_j = p_j (gy_j - r) off A, gu_j = gy_j - r on A
+    cdef Node* w = arg(g, n, which)
+    cdef int b, i, m = n.dim.d[0]
+    cdef real* py
+    cdef real* pg
+    cdef real* mk
+    cdef real* gb
+    cdef double S, R
+    cdef real r
+    for b in range(n.dim.bd):
+        py = <real*>n.v + b * m
+        gb = gy + b * m
+        mk = <real*>n.aux + b * m
+        pg = <real*>w.g + _off(w, b, m)
+        S = 0
+        R = 0
+        for i in range(m):
+            if mk[i] == 0:
+                S += py[i]
+                R += gb[i] * <double>py[i]
+        r = <real>(R / S) if S > 0 else 0
+        for i in range(m):
+            if which == 0 and mk[i] == 0:
+                pg[i] += py[i] * (gb[i] - r)
+            elif which == 1 and mk[i] != 0:
+                pg[i] += gb[i] - r
+
+
+cdef void fwd_csm(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _csm_fwd(g, n, <float*>n.v)
+    else:
+        _csm_fwd(g, n, <double*>n.v)
+
+
+cdef void bwd_csm(Graph* g, Node* n, int i) noexcept:
+    if g.dtype == 0:
+        _csm_bwd(g, n, i, <float*>n.g)
+    else:
+        _csm_bwd(g, n, i, <double*>n.g)
+
+
+# aux: the clipped-set mask, one item per output element
+cdef int OP_CSM = register_op("constrained_softmax", _shape_csm, fwd_csm, bwd_csm, 1)
+
+
+def constrained_softmax(x, y):
+    _expr_arg(x, "constrained_softmax")
+    _expr_arg(y, "constrained_softmax")
+    return finish(node2(OP_CSM, x, y))
+
+# ---------------------------------------------------------------- layer_norm
+
+cdef int _shape_ln(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    if not dim_eq_nobatch(&x.dim, &arg(g, n, 1).dim) or not dim_eq_nobatch(&x.dim, &arg(g, n, 2).dim):
+        raise ValueError("layer_norm: g and b must have the dimensions of x, got x %s, g %s, b %s"
+                         % (dim_str(&x.dim), dim_str(&arg(g, n, 1).dim), dim_str(&arg(g, n, 2).dim)))
+    n.dim = x.dim
+    n.dim.bd = _batch(g, n, "layer_norm")
+    return 0
+
+
+cdef void _moments(real* x, int s, double* mu, double* sd) noexcept nogil:
+    """Mean and population standard deviation, two passes in double."""
+    cdef int i
+    cdef double acc = 0, d
+    for i in range(s):
+        acc += x[i]
+    mu[0] = acc / s
+    acc = 0
+    for i in range(s):
+        d = x[i] - mu[0]
+        acc += d * d
+    sd[0] = sqrt(acc / s)
+
+
+cdef void _ln_fwd(Graph* g, Node* n, real* y) noexcept nogil:
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* ga = arg(g, n, 1)
+    cdef Node* be = arg(g, n, 2)
+    cdef int k, i, s = dim_size(&n.dim)
+    cdef real* px
+    cdef real* pg
+    cdef real* pb
+    cdef double mu, sd, inv
+    for k in range(n.dim.bd):
+        px = <real*>x.v + _off(x, k, s)
+        pg = <real*>ga.v + _off(ga, k, s)
+        pb = <real*>be.v + _off(be, k, s)
+        _moments(px, s, &mu, &sd)
+        inv = 1.0 / (sd + LN_EPS)
+        for i in range(s):
+            y[k * s + i] = <real>(pg[i] * ((px[i] - mu) * inv) + pb[i])
+
+
+cdef void _ln_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
+    # x: gx_j = (h_j - mean h) inv - (x_j - mu) inv^2 sum_i h_i (x_i - mu) / (N sd), h = g gy
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* ga = arg(g, n, 1)
+    cdef Node* w = arg(g, n, which)
+    cdef int k, i, s = dim_size(&n.dim)
+    cdef real* px
+    cdef real* pg
+    cdef real* pw
+    cdef real* gk
+    cdef double mu, sd, inv, sh, c, t
+    for k in range(n.dim.bd):
+        px = <real*>x.v + _off(x, k, s)
+        pg = <real*>ga.v + _off(ga, k, s)
+        pw = <real*>w.g + _off(w, k, s)
+        gk = gy + k * s
+        if which == 2:
+            for i in range(s):
+                pw[i] += gk[i]
+            continue
+        _moments(px, s, &mu, &sd)
+        inv = 1.0 / (sd + LN_EPS)
+        if which == 1:
+            for i in range(s):
+                pw[i] += <real>(gk[i] * (px[i] - mu) * inv)
+            continue
+        sh = 0
+        c = 0
+        for i in range(s):
+            t = <double>pg[i] * gk[i]
+            sh += t
+            c += t * (px[i] - mu)
+        sh /= s
+        # sd = 0 (all equal): x - mu is 0 too, so the second term vanishes
+        c = c * inv * inv / (s * sd) if sd > 0 else 0
+        for i in range(s):
+            pw[i] += <real>((<double>pg[i] * gk[i] - sh) * inv - (px[i] - mu) * c)
+
+
+cdef void fwd_ln(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _ln_fwd(g, n, <float*>n.v)
+    else:
+        _ln_fwd(g, n, <double*>n.v)
+
+
+cdef void bwd_ln(Graph* g, Node* n, int i) noexcept:
+    if g.dtype == 0:
+        _ln_bwd(g, n, i, <float*>n.g)
+    else:
+        _ln_bwd(g, n, i, <double*>n.g)
+
+
+cdef int OP_LN = register_op("layer_norm", _shape_ln, fwd_ln, bwd_ln)
+
+
+def layer_norm(x, g, b):
+    for e in (x, g, b):
+        _expr_arg(e, "layer_norm")
+    return finish(noden(OP_LN, [x, g, b], "layer_norm"))
+
+# ---------------------------------------------------------------- weight_norm
+
+cdef int _shape_wn(Graph* g, Node* n) except -1:
+    cdef Node* w = arg(g, n, 0)
+    cdef Node* gn = arg(g, n, 1)
+    if dim_size(&gn.dim) != 1:
+        raise ValueError("weight_norm: g must have a single element, got %s (w is %s)"
+                         % (dim_str(&gn.dim), dim_str(&w.dim)))
+    n.dim = w.dim
+    n.dim.bd = _batch(g, n, "weight_norm")
+    return 0
+
+
+cdef double _nrm(real* w, int s) noexcept nogil:
+    cdef int i
+    cdef double acc = 0
+    for i in range(s):
+        acc += w[i] * <double>w[i]
+    return sqrt(acc)
+
+
+cdef void _wn_fwd(Graph* g, Node* n, real* y) noexcept nogil:
+    cdef Node* w = arg(g, n, 0)
+    cdef Node* gn = arg(g, n, 1)
+    cdef int k, i, s = dim_size(&n.dim)
+    cdef real* pw
+    cdef double nrm, sc
+    for k in range(n.dim.bd):
+        pw = <real*>w.v + _off(w, k, s)
+        nrm = _nrm(pw, s)
+        # w = 0 has no direction: the output is 0 rather than NaN
+        sc = (<real*>gn.v)[_off(gn, k, 1)] / nrm if nrm > 0 else 0
+        for i in range(s):
+            y[k * s + i] = <real>(sc * pw[i])
+
+
+cdef void _wn_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
+    # gw = (g / |w|) (gy - w (gy.w) / |w|^2); gg = gy.w / |w|
+    cdef Node* w = arg(g, n, 0)
+    cdef Node* gn = arg(g, n, 1)
+    cdef int k, i, s = dim_size(&n.dim)
+    cdef real* pw
+    cdef real* pg
+    cdef double nrm, d, gv
+    for k in range(n.dim.bd):
+        pw = <real*>w.v + _off(w, k, s)
+        nrm = _nrm(pw, s)
+        if nrm == 0:
+            continue
+        d = 0
+        for i in range(s):
+            d += gy[k * s + i] * <double>pw[i]
+        if which == 1:
+            (<real*>gn.g)[_off(gn, k, 1)] += <real>(d / nrm)
+            continue
+        gv = (<real*>gn.v)[_off(gn, k, 1)] / nrm
+        pg = <real*>w.g + _off(w, k, s)
+        d /= nrm * nrm
+        for i in range(s):
+            pg[i] += <real>(gv * (gy[k * s + i] - pw[i] * d))
+
+
+cdef void fwd_wn(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _wn_fwd(g, n, <float*>n.v)
+    else:
+        _wn_fwd(g, n, <double*>n.v)
+
+
+cdef void bwd_wn(Graph* g, Node* n, int i) noexcept:
+    if g.dtype == 0:
+        _wn_bwd(g, n, i, <float*>n.g)
+    else:
+        _wn_bwd(g, n, i, <double*>n.g)
+
+
+cdef int OP_WN = register_op("weight_norm", _shape_wn, fwd_wn, bwd_wn)
+
+
+def weight_norm(w, g):
+    _expr_arg(w, "weight_norm")
+    _expr_arg(g, "weight_norm")
+    return finish(node2(OP_WN, w, g))
+
+# ---------------------------------------------------------------- flip_gradient, scale_gradient
+
+cdef void fwd_copy(Graph* g, Node* n) noexcept:
+    memcpy(n.v, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * g.itemsize)
+
+
+cdef void bwd_scaled(Graph* g, Node* n, int i) noexcept:
+    _blas.axpy(g.dtype, dim_total(&n.dim), n.fa[0], n.g, arg(g, n, 0).g)
+
+
+cdef int OP_GRADSCALE = register_op("gradient_scale", _shape_same, fwd_copy, bwd_scaled)
+
+
+cdef Expression _gradscale(object x, double lambd, str name):
+    _expr_arg(x, name)
+    cdef int nid = node1(OP_GRADSCALE, x)
+    g_node(nid).fa[0] = lambd
+    return finish(nid)
+
+
+def flip_gradient(x):
+    return _gradscale(x, -1.0, "flip_gradient")
+
+
+def scale_gradient(x, lambd=1.0):
+    return _gradscale(x, _number(lambd, "scale_gradient", "lambd"), "scale_gradient")
+
+# ---------------------------------------------------------------- argmax
+
+cdef int _shape_argmax(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    if not _is_vec(&x.dim):
+        raise ValueError("argmax: x must be a vector (every dimension after the first 1), got %s"
+                         % dim_str(&x.dim))
+    n.dim = x.dim
+    return 0
+
+
+cdef void _argmax_fwd(real* y, real* x, int m, int B) noexcept nogil:
+    # ties go to the first maximum, as numpy.argmax
+    cdef int b, i, k
+    for b in range(B):
+        k = 0
+        for i in range(m):
+            y[b * m + i] = 0
+            if x[b * m + i] > x[b * m + k]:
+                k = i
+        y[b * m + k] = 1
+
+
+cdef void fwd_argmax(Graph* g, Node* n) noexcept:
+    if g.dtype == 0:
+        _argmax_fwd(<float*>n.v, <float*>arg(g, n, 0).v, n.dim.d[0], n.dim.bd)
+    else:
+        _argmax_fwd(<double*>n.v, <double*>arg(g, n, 0).v, n.dim.d[0], n.dim.bd)
+
+
+cdef void bwd_argmax(Graph* g, Node* n, int i) noexcept:
+    # zero_gradient: nothing (reached only by backward(full=True));
+    # straight_through_gradient: the gradient passes as through the identity
+    if n.ia[0]:
+        _blas.axpy(g.dtype, dim_total(&n.dim), 1.0, n.g, arg(g, n, 0).g)
+
+
+cdef int OP_ARGMAX = register_op("argmax", _shape_argmax, fwd_argmax, bwd_argmax)
+
+
+def argmax(x, gradient_mode):
+    _expr_arg(x, "argmax")
+    if not isinstance(gradient_mode, str):
+        raise TypeError("argmax: gradient_mode must be a string, got %s" % type(gradient_mode).__name__)
+    if gradient_mode not in ("zero_gradient", "straight_through_gradient"):
+        raise ValueError("argmax: gradient_mode must be 'zero_gradient' or 'straight_through_gradient', "
+                         "got %r" % gradient_mode)
+    cdef int nid = node1(OP_ARGMAX, x)
+    g_node(nid).ia[0] = gradient_mode == "straight_through_gradient"
+    if not g_node(nid).ia[0]:
+        # like nobackprop: backward skips this node and what feeds only it
+        g_node(nid).flags = (g_node(nid).flags & ~F_NG) | F_CONST
+    return finish(nid)
