@@ -38,7 +38,11 @@ def _candidates():
 
 
 @pytest.mark.parametrize("name,case", list(_candidates()))
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
 @given(data=st.data())
 def test_drawn_shapes(name, case, data, float64):
     spec = REGISTRY[name]

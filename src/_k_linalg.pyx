@@ -1,0 +1,661 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Linear algebra: colwise_add, the 3-d contractions, inverse, logdet,
+trace_of_product, circular convolution and correlation, kmh_ngram and
+to_device (the fused LSTM nodes are in _k_lstm.pyx). Each op: shape rule,
+forward, backward (accumulating), side by side.
+
+Ops that DyNet runs on unbatched tensors only (inverse, logdet,
+trace_of_product, contract3d_1d_1d, circ_conv/corr, kmh_ngram) reject a
+batched argument when the expression is created.
+"""
+import operator
+
+from libc.math cimport log, fabs
+from libc.string cimport memcpy
+from dyn._core._graph cimport (
+    Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg,
+    dim_eq_nobatch)
+from dyn._core._expr cimport node1, node2, noden, finish, Expression
+from dyn._core._bcast cimport real
+from dyn._core cimport _blas
+
+# ---------------------------------------------------------------- helpers
+
+cdef inline Node* g_node(int nid) noexcept:
+    return &cg().nodes[nid]
+
+
+cdef str _dims(Graph* g, Node* n):
+    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
+
+
+cdef int _batch(Graph* g, Node* n, str name) except -1:
+    """Each argument has batch 1 or B."""
+    cdef int i, b = 1, x
+    for i in range(n.nargs):
+        x = arg(g, n, i).dim.bd
+        if x != 1:
+            if b != 1 and b != x:
+                raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
+            b = x
+    return b
+
+
+cdef int _unbatched(Graph* g, Node* n, str name) except -1:
+    cdef int i
+    for i in range(n.nargs):
+        if arg(g, n, i).dim.bd != 1:
+            raise ValueError("%s: batched arguments are not supported (as in DyNet), got %s; "
+                             "apply it to each batch element" % (name, _dims(g, n)))
+    return 0
+
+
+cdef bint _is_vec(const Dim* d) noexcept nogil:
+    """DyNet's LooksLikeVector: every dim after the first is 1."""
+    cdef int k
+    for k in range(1, d.nd):
+        if d.d[k] != 1:
+            return False
+    return True
+
+
+cdef inline char* _bp(void* p, int b, int bd, long size, int isz) noexcept nogil:
+    """Batch element b of a tensor of bd elements of `size` items (bd 1 broadcasts)."""
+    return <char*>p + (<size_t>b * size * isz if bd > 1 else 0)
+
+
+cdef int _expr_arg(object x, str name) except -1:
+    # arg_id's own TypeError does not name the op; check here so it does
+    if not isinstance(x, Expression):
+        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
+    return 0
+
+
+cdef void _mm(Graph* g, char ta, int m, int nb, int k, void* A, int lda, void* X, double beta,
+              void* Y) noexcept:
+    """Y (m x nb) = op(A) X + beta Y, X k x nb: gemv for one column (small-matrix loops)."""
+    if nb == 1:
+        if ta == b'N':
+            _blas.gemv(g.dtype, b'N', m, k, 1.0, A, lda, X, beta, Y)
+        else:
+            _blas.gemv(g.dtype, b'T', k, m, 1.0, A, lda, X, beta, Y)
+    else:
+        _blas.gemm(g.dtype, ta, b'N', m, nb, k, 1.0, A, lda, X, k, beta, Y, m)
+
+
+cdef void _outer_acc(Graph* g, int m, int k, int nb, void* D, void* X, void* G) noexcept:
+    """G (m x k) += D X^T for D m x nb, X k x nb (sums the batch)."""
+    if nb == 1:
+        _blas.ger(g.dtype, m, k, 1.0, D, X, G, m)
+    else:
+        _blas.gemm(g.dtype, b'N', b'T', m, k, nb, 1.0, D, m, X, k, 1.0, G, m)
+
+
+cdef void _bias_bwd(Graph* g, Node* n, Node* b) noexcept:
+    """gb += gy, summed over the batch when b was broadcast."""
+    cdef int k, s = dim_size(&n.dim)
+    if b.dim.bd == n.dim.bd:
+        _blas.axpy(g.dtype, s * n.dim.bd, 1.0, n.g, b.g)
+    else:
+        for k in range(n.dim.bd):
+            _blas.axpy(g.dtype, s, 1.0, <char*>n.g + <size_t>k * s * g.itemsize, b.g)
+
+
+cdef void _bias_fwd(Graph* g, Node* n, Node* b) noexcept:
+    cdef int k, s = dim_size(&n.dim)
+    for k in range(n.dim.bd):
+        memcpy(<char*>n.v + <size_t>k * s * g.itemsize, _bp(b.v, k, b.dim.bd, s, g.itemsize),
+               <size_t>s * g.itemsize)
+
+
+cdef void fwd_copy(Graph* g, Node* n) noexcept:
+    memcpy(n.v, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * g.itemsize)
+
+
+cdef void bwd_identity(Graph* g, Node* n, int i) noexcept:
+    _blas.axpy(g.dtype, dim_total(&n.dim), 1.0, n.g, arg(g, n, 0).g)
+
+# ---------------------------------------------------------------- colwise_add
+
+cdef int _shape_cwa(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* y = arg(g, n, 1)
+    if x.dim.nd != 2 or y.dim.nd > 2 or not _is_vec(&y.dim) or y.dim.d[0] != x.dim.d[0]:
+        raise ValueError("colwise_add: x must be an M x N matrix and y a vector of M rows, got %s and %s"
+                         % (dim_str(&x.dim), dim_str(&y.dim)))
+    n.dim = x.dim
+    n.dim.bd = _batch(g, n, "colwise_add")
+    return 0
+
+
+cdef void _cwa_fwd(real* y, real* x, real* v, int m, int c, int B, int bx, int bv) noexcept nogil:
+    cdef int b, i, j
+    cdef real* px
+    cdef real* pv
+    cdef real* py
+    for b in range(B):
+        px = x + (b * m * c if bx > 1 else 0)
+        pv = v + (b * m if bv > 1 else 0)
+        py = y + b * m * c
+        for j in range(c):
+            for i in range(m):
+                py[j * m + i] = px[j * m + i] + pv[i]
+
+
+cdef void _cwa_bwd(real* gx, real* gy, int m, int c, int B, int bx, int which) noexcept nogil:
+    cdef int b, i, j
+    cdef real* pg
+    cdef real* px
+    for b in range(B):
+        pg = gy + b * m * c
+        if which == 0:
+            px = gx + (b * m * c if bx > 1 else 0)
+            for i in range(m * c):
+                px[i] += pg[i]
+        else:
+            px = gx + (b * m if bx > 1 else 0)
+            for j in range(c):
+                for i in range(m):
+                    px[i] += pg[j * m + i]
+
+
+cdef void fwd_cwa(Graph* g, Node* n) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* v = arg(g, n, 1)
+    if g.dtype == 0:
+        _cwa_fwd(<float*>n.v, <float*>x.v, <float*>v.v, n.dim.d[0], n.dim.d[1], n.dim.bd, x.dim.bd, v.dim.bd)
+    else:
+        _cwa_fwd(<double*>n.v, <double*>x.v, <double*>v.v, n.dim.d[0], n.dim.d[1], n.dim.bd, x.dim.bd,
+                 v.dim.bd)
+
+
+cdef void bwd_cwa(Graph* g, Node* n, int i) noexcept:
+    cdef Node* a = arg(g, n, i)
+    if g.dtype == 0:
+        _cwa_bwd(<float*>a.g, <float*>n.g, n.dim.d[0], n.dim.d[1], n.dim.bd, a.dim.bd, i)
+    else:
+        _cwa_bwd(<double*>a.g, <double*>n.g, n.dim.d[0], n.dim.d[1], n.dim.bd, a.dim.bd, i)
+
+
+cdef int OP_CWA = register_op("colwise_add", _shape_cwa, fwd_cwa, bwd_cwa)
+
+
+def colwise_add(x, y):
+    _expr_arg(x, "colwise_add")
+    _expr_arg(y, "colwise_add")
+    return finish(node2(OP_CWA, x, y))
+
+# ---------------------------------------------------------------- contract3d_1d(_bias): z_ij = sum_k x_ijk y_k (+ b_ij)
+
+cdef int _shape_c31(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* y = arg(g, n, 1)
+    cdef str name = "contract3d_1d_bias" if n.nargs == 3 else "contract3d_1d"
+    if x.dim.nd != 3 or not _is_vec(&y.dim) or y.dim.d[0] != x.dim.d[2]:
+        raise ValueError("%s: x must be a 3-d tensor {I,J,K} and y a vector {K}, got %s and %s"
+                         % (name, dim_str(&x.dim), dim_str(&y.dim)))
+    n.dim.nd = 2
+    n.dim.d[0] = x.dim.d[0]
+    n.dim.d[1] = x.dim.d[1]
+    if n.nargs == 3 and not dim_eq_nobatch(&arg(g, n, 2).dim, &n.dim):
+        raise ValueError("%s: the bias must be {%d,%d} like the result, got %s"
+                         % (name, n.dim.d[0], n.dim.d[1], dim_str(&arg(g, n, 2).dim)))
+    n.dim.bd = _batch(g, n, name)
+    return 0
+
+
+cdef void fwd_c31(Graph* g, Node* n) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* y = arg(g, n, 1)
+    cdef int IJ = dim_size(&n.dim), K = x.dim.d[2], B = n.dim.bd, b, isz = g.itemsize
+    cdef double beta = 0.0
+    if n.nargs == 3:
+        _bias_fwd(g, n, arg(g, n, 2))
+        beta = 1.0
+    if x.dim.bd == 1 and y.dim.bd == B:
+        # x shared: one product of the (IJ x K) unfolding with all the y columns
+        _mm(g, b'N', IJ, B, K, x.v, IJ, y.v, beta, n.v)
+        return
+    for b in range(B):
+        _blas.gemv(g.dtype, b'N', IJ, K, 1.0, _bp(x.v, b, x.dim.bd, IJ * K, isz), IJ,
+                   _bp(y.v, b, y.dim.bd, K, isz), beta, <char*>n.v + <size_t>b * IJ * isz)
+
+
+cdef void bwd_c31(Graph* g, Node* n, int i) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* y = arg(g, n, 1)
+    cdef int IJ = dim_size(&n.dim), K = x.dim.d[2], B = n.dim.bd, b, isz = g.itemsize
+    if i == 2:
+        _bias_bwd(g, n, arg(g, n, 2))
+    elif i == 0 and x.dim.bd == 1 and y.dim.bd == B:
+        _outer_acc(g, IJ, K, B, n.g, y.v, x.g)
+    else:
+        for b in range(B):
+            if i == 0:
+                _blas.ger(g.dtype, IJ, K, 1.0, <char*>n.g + <size_t>b * IJ * isz,
+                          _bp(y.v, b, y.dim.bd, K, isz), _bp(x.g, b, x.dim.bd, IJ * K, isz), IJ)
+            else:
+                _blas.gemv(g.dtype, b'T', IJ, K, 1.0, _bp(x.v, b, x.dim.bd, IJ * K, isz), IJ,
+                           <char*>n.g + <size_t>b * IJ * isz, 1.0, _bp(y.g, b, y.dim.bd, K, isz))
+
+
+cdef int OP_C31 = register_op("contract3d_1d", _shape_c31, fwd_c31, bwd_c31)
+
+
+def contract3d_1d(x, y):
+    _expr_arg(x, "contract3d_1d")
+    _expr_arg(y, "contract3d_1d")
+    return finish(node2(OP_C31, x, y))
+
+
+def contract3d_1d_bias(x, y, b):
+    for e in (x, y, b):
+        _expr_arg(e, "contract3d_1d_bias")
+    return finish(noden(OP_C31, [x, y, b], "contract3d_1d_bias"))
+
+# ---------------------------------------------------------------- contract3d_1d_1d(_bias): t_i = sum_jk x_ijk y_k z_j (+ b_i)
+
+cdef int _shape_c311(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* y = arg(g, n, 1)
+    cdef Node* z = arg(g, n, 2)
+    cdef str name = "contract3d_1d_1d_bias" if n.nargs == 4 else "contract3d_1d_1d"
+    if (x.dim.nd != 3 or not _is_vec(&y.dim) or not _is_vec(&z.dim) or y.dim.d[0] != x.dim.d[2]
+            or z.dim.d[0] != x.dim.d[1]):
+        raise ValueError("%s: x must be a 3-d tensor {I,J,K}, y a vector {K} and z a vector {J}, "
+                         "got %s" % (name, _dims(g, n)))
+    if n.nargs == 4 and (not _is_vec(&arg(g, n, 3).dim) or arg(g, n, 3).dim.d[0] != x.dim.d[0]):
+        raise ValueError("%s: the bias must be a vector {%d}, got %s"
+                         % (name, x.dim.d[0], dim_str(&arg(g, n, 3).dim)))
+    _unbatched(g, n, name)
+    n.dim.nd = 1
+    n.dim.d[0] = x.dim.d[0]
+    n.dim.bd = 1
+    n.naux = 2 * x.dim.d[0] * x.dim.d[1]    # x.y (I x J), kept for dz; dt z^T scratch
+    return 0
+
+
+cdef void fwd_c311(Graph* g, Node* n) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    cdef int I = x.dim.d[0], J = x.dim.d[1], K = x.dim.d[2]
+    cdef double beta = 0.0
+    _blas.gemv(g.dtype, b'N', I * J, K, 1.0, x.v, I * J, arg(g, n, 1).v, 0.0, n.aux)
+    if n.nargs == 4:
+        _bias_fwd(g, n, arg(g, n, 3))
+        beta = 1.0
+    _blas.gemv(g.dtype, b'N', I, J, 1.0, n.aux, I, arg(g, n, 2).v, beta, n.v)
+
+
+cdef void _outer(real* u, real* a, real* c, int I, int J) noexcept nogil:
+    cdef int i, j
+    for j in range(J):
+        for i in range(I):
+            u[j * I + i] = a[i] * c[j]
+
+
+cdef void bwd_c311(Graph* g, Node* n, int i) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    cdef int I = x.dim.d[0], J = x.dim.d[1], K = x.dim.d[2]
+    cdef char* u = <char*>n.aux + <size_t>I * J * g.itemsize
+    if i == 3:
+        _blas.axpy(g.dtype, I, 1.0, n.g, arg(g, n, 3).g)
+        return
+    if i == 2:      # dz = (x.y)^T dt
+        _blas.gemv(g.dtype, b'T', I, J, 1.0, n.aux, I, n.g, 1.0, arg(g, n, 2).g)
+        return
+    if g.dtype == 0:
+        _outer(<float*>u, <float*>n.g, <float*>arg(g, n, 2).v, I, J)
+    else:
+        _outer(<double*>u, <double*>n.g, <double*>arg(g, n, 2).v, I, J)
+    if i == 0:      # dx_ijk += dt_i z_j y_k
+        _blas.ger(g.dtype, I * J, K, 1.0, u, arg(g, n, 1).v, x.g, I * J)
+    else:           # dy_k += sum_ij x_ijk dt_i z_j
+        _blas.gemv(g.dtype, b'T', I * J, K, 1.0, x.v, I * J, u, 1.0, arg(g, n, 1).g)
+
+
+cdef int OP_C311 = register_op("contract3d_1d_1d", _shape_c311, fwd_c311, bwd_c311)
+
+
+def contract3d_1d_1d(x, y, z):
+    for e in (x, y, z):
+        _expr_arg(e, "contract3d_1d_1d")
+    return finish(noden(OP_C311, [x, y, z], "contract3d_1d_1d"))
+
+
+def contract3d_1d_1d_bias(x, y, z, b):
+    for e in (x, y, z, b):
+        _expr_arg(e, "contract3d_1d_1d_bias")
+    return finish(noden(OP_C311, [x, y, z, b], "contract3d_1d_1d_bias"))
+
+# ---------------------------------------------------------------- inverse, logdet (LU with partial pivoting, in double)
+# aux (bytes): LU n*n doubles | inverse n*n doubles | pivots n ints (8-aligned) | n*n items (backward scratch)
+
+cdef enum:
+    INVERSE, LOGDET
+
+
+cdef int _shape_square(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef str name = "inverse" if n.ia[0] == INVERSE else "logdet"
+    cdef long m = x.dim.d[0], nbytes
+    if x.dim.nd > 2 or dim_cols(&x.dim) != m:
+        raise ValueError("%s: x must be a square matrix, got %s" % (name, dim_str(&x.dim)))
+    _unbatched(g, n, name)
+    if n.ia[0] == INVERSE:
+        n.dim = x.dim
+    else:
+        n.dim.nd = 1
+        n.dim.d[0] = 1
+        n.dim.bd = 1
+    nbytes = 16 * m * m + (4 * m + 7) // 8 * 8 + m * m * g.itemsize
+    n.naux = (nbytes + g.itemsize - 1) // g.itemsize
+    return 0
+
+
+cdef void _lu(double* a, int m, int* piv) noexcept nogil:
+    """In place: P a = L U (L unit lower, both in a, column-major)."""
+    cdef int i, j, k, p
+    cdef double best, t
+    for k in range(m):
+        p = k
+        best = fabs(a[k + k * m])
+        for i in range(k + 1, m):
+            if fabs(a[i + k * m]) > best:
+                best = fabs(a[i + k * m])
+                p = i
+        piv[k] = p
+        if p != k:
+            for j in range(m):
+                t = a[k + j * m]
+                a[k + j * m] = a[p + j * m]
+                a[p + j * m] = t
+        if a[k + k * m] == 0:
+            continue        # singular: the inverse has inf/nan, logdet is -inf
+        t = 1.0 / a[k + k * m]
+        for i in range(k + 1, m):
+            a[i + k * m] *= t
+        for j in range(k + 1, m):
+            t = a[k + j * m]
+            if t != 0:
+                for i in range(k + 1, m):
+                    a[i + j * m] -= a[i + k * m] * t
+
+
+cdef void _lu_inverse(double* lu, int* piv, int m, double* inv) noexcept nogil:
+    cdef int c, i, j, k
+    cdef double t
+    cdef double* col
+    for c in range(m):
+        col = inv + c * m
+        for i in range(m):
+            col[i] = 0
+        col[c] = 1
+        for k in range(m):
+            if piv[k] != k:
+                t = col[k]
+                col[k] = col[piv[k]]
+                col[piv[k]] = t
+        for j in range(m):
+            t = col[j]
+            if t != 0:
+                for i in range(j + 1, m):
+                    col[i] -= lu[i + j * m] * t
+        for j in range(m - 1, -1, -1):
+            col[j] /= lu[j + j * m]
+            t = col[j]
+            for i in range(j):
+                col[i] -= lu[i + j * m] * t
+
+
+cdef void _sq_fwd(real* y, real* x, char* aux, int m, int kind) noexcept nogil:
+    cdef double* lu = <double*>aux
+    cdef double* inv = lu + m * m
+    cdef int* piv = <int*>(inv + m * m)
+    cdef int i
+    cdef double acc = 0
+    for i in range(m * m):
+        lu[i] = x[i]
+    _lu(lu, m, piv)
+    if kind == LOGDET:
+        for i in range(m):
+            acc += log(fabs(lu[i + i * m]))
+        y[0] = acc
+        return
+    _lu_inverse(lu, piv, m, inv)
+    for i in range(m * m):
+        y[i] = inv[i]
+
+
+cdef void _logdet_bwd(real* gx, real gy, char* aux, int m) noexcept nogil:
+    # d log|det A| / dA = A^-T
+    cdef double* lu = <double*>aux
+    cdef double* inv = lu + m * m
+    cdef int* piv = <int*>(inv + m * m)
+    cdef int i, j
+    _lu_inverse(lu, piv, m, inv)
+    for j in range(m):
+        for i in range(m):
+            gx[i + j * m] += gy * inv[j + i * m]
+
+
+cdef void fwd_square(Graph* g, Node* n) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    if g.dtype == 0:
+        _sq_fwd(<float*>n.v, <float*>x.v, <char*>n.aux, x.dim.d[0], n.ia[0])
+    else:
+        _sq_fwd(<double*>n.v, <double*>x.v, <char*>n.aux, x.dim.d[0], n.ia[0])
+
+
+cdef void bwd_square(Graph* g, Node* n, int i) noexcept:
+    cdef Node* x = arg(g, n, 0)
+    cdef int m = x.dim.d[0]
+    cdef char* tmp = <char*>n.aux + 16 * m * m + (4 * m + 7) // 8 * 8
+    if n.ia[0] == LOGDET:
+        if g.dtype == 0:
+            _logdet_bwd(<float*>x.g, (<float*>n.g)[0], <char*>n.aux, m)
+        else:
+            _logdet_bwd(<double*>x.g, (<double*>n.g)[0], <char*>n.aux, m)
+        return
+    # Y = A^-1: dA -= Y^T G Y^T
+    _blas.gemm(g.dtype, b'N', b'T', m, m, m, 1.0, n.g, m, n.v, m, 0.0, tmp, m)
+    _blas.gemm(g.dtype, b'T', b'N', m, m, m, -1.0, n.v, m, tmp, m, 1.0, x.g, m)
+
+
+cdef int OP_SQUARE = register_op("inverse_logdet", _shape_square, fwd_square, bwd_square)
+
+
+def inverse(x):
+    _expr_arg(x, "inverse")
+    cdef int nid = node1(OP_SQUARE, x)
+    g_node(nid).ia[0] = INVERSE
+    return finish(nid)
+
+
+def logdet(x):
+    _expr_arg(x, "logdet")
+    cdef int nid = node1(OP_SQUARE, x)
+    g_node(nid).ia[0] = LOGDET
+    return finish(nid)
+
+# ---------------------------------------------------------------- trace_of_product: tr(x y^T) = sum_ij x_ij y_ij
+
+cdef int _shape_top(Graph* g, Node* n) except -1:
+    if not dim_eq_nobatch(&arg(g, n, 0).dim, &arg(g, n, 1).dim):
+        raise ValueError("trace_of_product: x and y must have the same dimensions, got %s" % _dims(g, n))
+    _unbatched(g, n, "trace_of_product")
+    n.dim.nd = 1
+    n.dim.d[0] = 1
+    n.dim.bd = 1
+    return 0
+
+
+cdef void fwd_top(Graph* g, Node* n) noexcept:
+    cdef double v = _blas.dot(g.dtype, dim_total(&arg(g, n, 0).dim), arg(g, n, 0).v, arg(g, n, 1).v)
+    if g.dtype == 0:
+        (<float*>n.v)[0] = <float>v
+    else:
+        (<double*>n.v)[0] = v
+
+
+cdef void bwd_top(Graph* g, Node* n, int i) noexcept:
+    cdef double gy = (<float*>n.g)[0] if g.dtype == 0 else (<double*>n.g)[0]
+    _blas.axpy(g.dtype, dim_total(&arg(g, n, i).dim), gy, arg(g, n, 1 - i).v, arg(g, n, i).g)
+
+
+cdef int OP_TOP = register_op("trace_of_product", _shape_top, fwd_top, bwd_top)
+
+
+def trace_of_product(x, y):
+    _expr_arg(x, "trace_of_product")
+    _expr_arg(y, "trace_of_product")
+    return finish(node2(OP_TOP, x, y))
+
+# ---------------------------------------------------------------- circ_conv, circ_corr (direct O(n^2): vectors are short)
+
+cdef enum:
+    CONV, CORR
+
+
+cdef int _shape_circ(Graph* g, Node* n) except -1:
+    cdef Node* u = arg(g, n, 0)
+    cdef Node* v = arg(g, n, 1)
+    cdef str name = "circ_conv" if n.ia[0] == CONV else "circ_corr"
+    if not _is_vec(&u.dim) or not _is_vec(&v.dim) or u.dim.d[0] != v.dim.d[0]:
+        raise ValueError("%s: u and v must be vectors of the same size, got %s" % (name, _dims(g, n)))
+    _unbatched(g, n, name)
+    n.dim = u.dim
+    return 0
+
+
+cdef void _circ(real* y, real* a, real* b, int m, int kind, int acc) noexcept nogil:
+    """y (+)= a * b (CONV: y_k = sum_i a_i b_(k-i)) or a * b reversed (CORR: y_k = sum_i a_i b_(i+k))."""
+    cdef int i, k, j
+    cdef double s
+    for k in range(m):
+        s = 0
+        for i in range(m):
+            j = k - i if kind == CONV else i + k
+            j = j + m if j < 0 else (j - m if j >= m else j)
+            s += a[i] * <double>b[j]
+        y[k] = <real>(y[k] + s) if acc else <real>s
+
+
+cdef void _circ_bwd(real* gx, real* gy, real* u, real* v, int m, int kind, int which) noexcept nogil:
+    cdef int i, k, j
+    cdef double s
+    for i in range(m):
+        s = 0
+        for k in range(m):
+            if kind == CONV:    # du_i = sum_k g_k v_(k-i); dv_i = sum_k g_k u_(k-i)
+                j = k - i
+            elif which == 0:    # corr: du_i = sum_k g_k v_(i+k)
+                j = i + k
+            else:               # corr: dv_i = sum_k g_k u_(i-k)
+                j = i - k
+            j = j + m if j < 0 else (j - m if j >= m else j)
+            s += gy[k] * <double>(v[j] if which == 0 else u[j])
+        gx[i] += <real>s
+
+
+cdef void fwd_circ(Graph* g, Node* n) noexcept:
+    cdef int m = dim_size(&n.dim)
+    if g.dtype == 0:
+        _circ(<float*>n.v, <float*>arg(g, n, 0).v, <float*>arg(g, n, 1).v, m, n.ia[0], 0)
+    else:
+        _circ(<double*>n.v, <double*>arg(g, n, 0).v, <double*>arg(g, n, 1).v, m, n.ia[0], 0)
+
+
+cdef void bwd_circ(Graph* g, Node* n, int i) noexcept:
+    cdef int m = dim_size(&n.dim)
+    if g.dtype == 0:
+        _circ_bwd(<float*>arg(g, n, i).g, <float*>n.g, <float*>arg(g, n, 0).v, <float*>arg(g, n, 1).v, m,
+                  n.ia[0], i)
+    else:
+        _circ_bwd(<double*>arg(g, n, i).g, <double*>n.g, <double*>arg(g, n, 0).v, <double*>arg(g, n, 1).v,
+                  m, n.ia[0], i)
+
+
+cdef int OP_CIRC = register_op("circ_conv_corr", _shape_circ, fwd_circ, bwd_circ)
+
+
+cdef Expression _circular(object u, object v, int kind, str name):
+    _expr_arg(u, name)
+    _expr_arg(v, name)
+    cdef int nid = node2(OP_CIRC, u, v)
+    g_node(nid).ia[0] = kind
+    return finish(nid)
+
+
+def circ_conv(u, v):
+    return _circular(u, v, CONV, "circ_conv")
+
+
+def circ_corr(u, v):
+    return _circular(u, v, CORR, "circ_corr")
+
+# ---------------------------------------------------------------- kmh_ngram: column j = sum of columns j..j+n-1
+
+cdef int _shape_kmh(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    if x.dim.nd != 2 or x.dim.d[1] - n.ia[0] + 1 < 1:
+        raise ValueError("kmh_ngram: x must be a matrix with at least n = %d columns, got %s"
+                         % (n.ia[0], dim_str(&x.dim)))
+    _unbatched(g, n, "kmh_ngram")
+    n.dim = x.dim
+    n.dim.d[1] = x.dim.d[1] - n.ia[0] + 1
+    return 0
+
+
+cdef void fwd_kmh(Graph* g, Node* n) noexcept:
+    cdef int j, k, rows = n.dim.d[0], isz = g.itemsize
+    cdef char* x = <char*>arg(g, n, 0).v
+    for j in range(n.dim.d[1]):
+        memcpy(<char*>n.v + <size_t>j * rows * isz, x + <size_t>j * rows * isz, <size_t>rows * isz)
+        for k in range(1, n.ia[0]):
+            _blas.axpy(g.dtype, rows, 1.0, x + <size_t>(j + k) * rows * isz, <char*>n.v + <size_t>j * rows * isz)
+
+
+cdef void bwd_kmh(Graph* g, Node* n, int i) noexcept:
+    cdef int j, k, rows = n.dim.d[0], isz = g.itemsize
+    cdef char* gx = <char*>arg(g, n, 0).g
+    for j in range(n.dim.d[1]):
+        for k in range(n.ia[0]):
+            _blas.axpy(g.dtype, rows, 1.0, <char*>n.g + <size_t>j * rows * isz, gx + <size_t>(j + k) * rows * isz)
+
+
+cdef int OP_KMH = register_op("kmh_ngram", _shape_kmh, fwd_kmh, bwd_kmh)
+
+
+def kmh_ngram(x, n):
+    _expr_arg(x, "kmh_ngram")
+    try:
+        k = operator.index(n)
+    except TypeError:
+        raise TypeError("kmh_ngram: n must be an integer, got %r" % (n,)) from None
+    if k < 1 or k > 0x7fffffff:
+        raise ValueError("kmh_ngram: n must be a positive integer, got %d" % k)
+    cdef int nid = node1(OP_KMH, x)
+    g_node(nid).ia[0] = k
+    return finish(nid)
+
+# ---------------------------------------------------------------- to_device (this build: CPU only)
+
+cdef int _shape_same(Graph* g, Node* n) except -1:
+    n.dim = arg(g, n, 0).dim
+    return 0
+
+
+cdef int OP_TODEV = register_op("to_device", _shape_same, fwd_copy, bwd_identity)
+
+
+def to_device(e, device_str):
+    _expr_arg(e, "to_device")
+    if not isinstance(device_str, str):
+        raise TypeError("to_device: device_str must be a string such as 'CPU', got %r" % (device_str,))
+    name = device_str.strip()
+    if name.upper().startswith(("GPU", "CUDA")):
+        raise ValueError("to_device: this build has no GPU (asked for %r); the only device is 'CPU'"
+                         % device_str)
+    if name != "CPU":
+        raise ValueError("to_device: unknown device %r; the only device in this build is 'CPU'" % device_str)
+    return finish(node1(OP_TODEV, e))
