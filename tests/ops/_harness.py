@@ -54,7 +54,7 @@ def make_arrays(spec, case, mode, seed):
 def build(spec, case, arrays, bds, reusable=False):
     """Inputs and the op's output in the current graph."""
     xs = [dy.inputTensor(a, batched=bd > 1, reusable_expr=reusable) for a, bd in zip(arrays, bds)]
-    out_bd = max(bds)
+    out_bd = max(bds, default=1)
     kwargs = case.kwargs_for(out_bd)
     y = spec.fn(list(xs), **kwargs) if spec.list_input else spec.fn(*xs, **kwargs)
     return xs, y
@@ -74,7 +74,7 @@ def strip(shape):
 
 def expected(spec, case, arrays, bds):
     """Reference output with a trailing batch axis."""
-    out_bd = max(bds)
+    out_bd = max(bds, default=1)
     kwargs = case.kwargs_for(out_bd)
     if spec.batch_reference:
         return np.asarray(spec.reference(*[per_example(a, bd) for a, bd in zip(arrays, bds)], **kwargs))
