@@ -33,6 +33,7 @@ from dyn.graph import (
     renew_cg,
     values,
 )
+from dyn.io import load, load_generator, save
 from dyn.ops import shape as _shape
 from dyn.ops._registry import REGISTRY as _REGISTRY
 from dyn.ops.inputs import (
@@ -47,6 +48,7 @@ from dyn.ops.inputs import (
     zeroes,
     zeros,
 )
+from dyn.ops.inputs2 import inputTensorTranspose, one_hot, sparse_inputTensor
 from dyn.params import (
     ConstInitializer,
     FromFileInitializer,
@@ -66,7 +68,19 @@ from dyn.params import (
     lookup_batch,
     parameter,
 )
-from dyn.trainers import AdamTrainer, SimpleSGDTrainer, Trainer
+from dyn.trainers import (  # noqa: E501
+    AdadeltaTrainer,
+    AdagradTrainer,
+    AdamTrainer,
+    AmsgradTrainer,
+    CyclicalSGDTrainer,
+    EGTrainer,
+    MomentumSGDTrainer,
+    RMSPropTrainer,
+    SimpleSGDTrainer,
+    SMORMS3Trainer,
+    Trainer,
+)
 
 __version__ = "2.1"
 HAVE_CUDA = False

@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from dyn import io as _io
 from dyn._core import _expr
 
 _RNG = [np.random.RandomState()]
@@ -231,6 +232,25 @@ class Parameters(_expr.ParamExpr):
         """The parameter in the current graph; by default *constant* (DyNet)."""
         return self._expr(bool(update))
 
+    # saving and loading: see dyn/io.py
+    def save(self, fname, key="", append=False, *, gradients=False, format="safetensors"):
+        """Write this parameter to fname, named key (default: its full name).
+
+        Args:
+            append: add it after what the file holds (the file is rewritten atomically).
+            gradients: also save the gradient.
+            format: "safetensors" (default) or "text" (DyNet's text format).
+        """
+        _io.save_parameter(self, fname, key, append, gradients, format)
+
+    def populate(self, fname, key=""):
+        """Load the saved entry named exactly key (default: this parameter's own
+        name); its dim must match. Also reads DyNet's text format."""
+        _io.populate_parameter(self, fname, key)
+
+    write_to_textfile = save
+    populate_from_textfile = populate
+
 
 class LookupParameters(Parameters):
     """A table of N embeddings; ``E[i]`` looks up row i (only touched rows
@@ -434,6 +454,37 @@ class ParameterCollection:
         self._weight_decay = lam
 
     set_weight_decay_lambda = set_weight_decay
+
+    # saving and loading: see dyn/io.py
+    def save(self, fname, name="", append=False, *, gradients=False, format="safetensors"):
+        """Write every parameter, then every lookup parameter, to fname.
+
+        Args:
+            name: if given (starting with "/"), saved names use it instead of
+                this collection's name as their prefix.
+            append: add them after what the file holds (the file is rewritten atomically).
+            gradients: also save the gradients.
+            format: "safetensors" (default) or "text" (DyNet's text format).
+        """
+        _io.save_collection(self, fname, name, append, gradients, format)
+
+    def populate(self, fname, key=""):
+        """Load saved values into this collection's parameters by position (the
+        i-th saved parameter into the i-th parameter, lookups likewise), using
+        the entries whose names start with key. Counts and dims must match;
+        nothing changes otherwise. Also reads DyNet's text format."""
+        _io.populate_collection(self, fname, key)
+
+    write_to_textfile = save
+    populate_from_textfile = populate
+
+    def load_param(self, fname, key):
+        """A new Parameters in this collection from the saved entry named key (name kept)."""
+        return _io.load_param(self, fname, key, lookup=False)
+
+    def load_lookup_param(self, fname, key):
+        """A new LookupParameters in this collection from the saved entry named key."""
+        return _io.load_param(self, fname, key, lookup=True)
 
 
 Model = ParameterCollection
