@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from dyn import _config
 from dyn import io as _io
 from dyn._core import _expr
 
@@ -363,7 +364,10 @@ class ParameterCollection:
         self._params = []
         self._lookups = []
         self._counts = {}
-        self._weight_decay = 0.0 if _parent is None else _parent._weight_decay
+        if _parent is None:  # DyNet: the default lambda is --dynet-weight-decay
+            self._weight_decay = float(_config.state["weight_decay"])
+        else:
+            self._weight_decay = _parent._weight_decay
 
     # names
     def _unique(self, name):

@@ -377,6 +377,21 @@ def pool_for_current_dtype():
     return POOLS[dt]
 
 
+# ---------------------------------------------------------------- trainer catch-up hook
+# Issue 4 (owner: the trainers). Trainers update lookup tables lazily: a row no
+# minibatch touched is brought up to date only when something reads it. Every
+# read path of a table calls _catch_up first: a lookup/lookup_batch being
+# created or re-pointed (set), the whole-table parameter node, value_view()
+# (as_array, rows_as_array, saving). rows = NULL, n = -1: the whole table.
+
+cdef inline int _catch_up(ParamExpr p, const int* rows, int n) except -1:
+    if p.catch_up != NULL:
+        p.catch_up(p.catch_up_state, rows, n)
+    return 0
+
+# ---------------------------------------------------------------- (end of the hook region)
+
+
 cdef class ParamExpr(Expression):
     """Storage and graph node of a parameter (base of Parameters and
     LookupParameters in dyn/params.py)."""
@@ -422,6 +437,7 @@ cdef class ParamExpr(Expression):
         self.touch.all = 1
 
     def value_view(self):
+        _catch_up(self, NULL, -1)    # trainer hook: idle rows up to date
         return self.pool.values[self.off:self.off + self.size]
 
     def grad_view(self):
@@ -448,6 +464,8 @@ cdef class ParamExpr(Expression):
             return self.pnid
         if not update and self.cnid >= 0:
             return self.cnid
+        if self.is_lookup:
+            _catch_up(self, NULL, -1)    # trainer hook: the whole table is read
         nid = new_node(OP_PARAM, 0, NULL)
         n = &g.nodes[nid]
         n.dim = self.pdim
@@ -476,6 +494,7 @@ cdef class ParamExpr(Expression):
         cdef Graph* g = cg()
         if self.pool.dtype != g.dtype:
             self.param_node(True)   # raises the dtype error
+        _catch_up(self, &r, 1)    # trainer hook: row r up to date
         cdef int nid = new_node(OP_LOOKUP, 0, NULL)
         cdef Node* n = &g.nodes[nid]
         n.dim = self.pdim
@@ -515,6 +534,7 @@ cdef class ParamExpr(Expression):
         n.flags = F_NG if update else F_CONST
         n.aux = &self.touch
         set_indices(nid, rows)
+        _catch_up(self, idx(g, n), n.nidx)    # trainer hook: rows up to date
         pyref_add(self)
         finish_node(nid)
         return LookupExpression._make(nid, self, update)
@@ -551,6 +571,7 @@ cdef class LookupExpression(Expression):
         cdef int r, k
         if n.op == OP_LOOKUP:
             r = _check_row(self.table, index)
+            _catch_up(self.table, &r, 1)    # trainer hook
             n.ia[0] = r
             n.v = self.table.pool.vb + (self.table.off + <long>r * self.table.rowsize) * self.table.pool.itemsize
             n.ptr = n.v
@@ -561,6 +582,7 @@ cdef class LookupExpression(Expression):
                 raise ValueError("lookup_batch.set: %d indices for a batch of %d" % (len(rows), n.nidx))
             for k in range(n.nidx):
                 idx(cg(), n)[k] = rows[k]
+            _catch_up(self.table, idx(cg(), n), n.nidx)    # trainer hook
         from dyn._core._graph import invalidate
         invalidate()
 

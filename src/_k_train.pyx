@@ -1,62 +1,187 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
-"""Optimizer kernels over the parameter pool: gradient norms and SGD steps
-for dense parameters and for the touched rows of lookup tables."""
-from libc.math cimport isfinite, sqrt
-cimport numpy as cnp
-from dyn._core._bcast cimport real
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Optimizer kernels over the parameter pool (used by dyn/trainers.py).
+
+One fused pass per parameter reads value, gradient and the rule's state,
+writes them back and consumes (zeroes) the gradient. A lookup table takes a
+step only on the rows touched since the last update: the cost of a step is
+the rows touched, not the vocabulary. Rows left idle are brought up to date
+lazily and exactly by src/_k_catchup.pyx (which also holds the state types).
+"""
+from libc.math cimport isfinite, sqrt, log
 from libc.string cimport memset
+cimport numpy as cnp
 from dyn._core._expr cimport Pool, ParamExpr
 from dyn._core._graph cimport Touch
 from dyn._core cimport _blas
+from dyn._core._k_catchup cimport (
+    HP, PState, real, state_f, state_d, eg_norm, catch_row, catch_all,
+    SGD, MOMENTUM, ADAGRAD, ADADELTA, RMSPROP, ADAM, AMSGRAD, EG, SMORMS3)
+
+cnp.import_array()
+
+# ---------------------------------------------------------------- one step of a rule
+
+cdef void _step(HP* h, real* w, real* g, real* s0, real* s1, real* s2, long n) noexcept:
+    """The rule on n elements with gradient g * gscale (+ l2 * w), then decay;
+    g is zeroed. EG leaves log x + h in w: eg_norm finishes it. One plain
+    loop per rule, so the compiler vectorises each."""
+    cdef long i
+    cdef double gi, v, m, a, r, M
+    cdef double d = h.d, lr = h.lr, gs = h.gscale, l2 = h.l2, eps = h.eps, mom = h.mom
+    cdef double rho = h.rho, b1 = h.b1, b2 = h.b2, alpha = h.alpha
+    if h.rule == SGD:
+        for i in range(n):
+            gi = g[i] * gs + l2 * w[i]
+            w[i] = (w[i] - lr * gi) * d
+    elif h.rule == MOMENTUM:
+        for i in range(n):
+            gi = g[i] * gs + l2 * w[i]
+            v = mom * s0[i] - lr * gi
+            s0[i] = v
+            w[i] = (w[i] + v) * d
+    elif h.rule == ADAGRAD:
+        for i in range(n):
+            gi = g[i] * gs + l2 * w[i]
+            v = s0[i] + gi * gi
+            s0[i] = v
+            w[i] = (w[i] - lr * gi / sqrt(v + eps)) * d
+    elif h.rule == ADADELTA:
+        for i in range(n):
+            gi = g[i] * gs + l2 * w[i]
+            v = rho * s0[i] + (1 - rho) * gi * gi
+            s0[i] = v
+            m = -gi * sqrt(s1[i] + eps) / sqrt(v + eps)
+            s1[i] = rho * s1[i] + (1 - rho) * m * m
+            w[i] = (w[i] + m) * d
+    elif h.rule == RMSPROP:
+        for i in range(n):
+            gi = g[i] * gs + l2 * w[i]
+            v = rho * s0[i] + (1 - rho) * gi * gi
+            s0[i] = v
+            w[i] = (w[i] - lr * gi / sqrt(v + eps)) * d
+    elif h.rule == ADAM:
+        for i in range(n):
+            gi = g[i] * gs + l2 * w[i]
+            m = b1 * s0[i] + (1 - b1) * gi
+            v = b2 * s1[i] + (1 - b2) * gi * gi
+            s0[i] = m
+            s1[i] = v
+            w[i] = (w[i] - alpha * m / (sqrt(v) + eps)) * d
+    elif h.rule == AMSGRAD:
+        for i in range(n):
+            gi = g[i] * gs + l2 * w[i]
+            m = b1 * s0[i] + (1 - b1) * gi
+            v = b2 * s1[i] + (1 - b2) * gi * gi
+            s0[i] = m
+            s1[i] = v
+            if s2[i] > v:
+                v = s2[i]
+            s2[i] = v
+            w[i] = (w[i] - alpha * m / (sqrt(v) + eps)) * d
+    elif h.rule == EG:
+        for i in range(n):
+            gi = g[i] * gs + l2 * w[i]
+            v = mom * s0[i] - lr * gi
+            s0[i] = v
+            w[i] = log(w[i]) + v
+    else:  # SMORMS3 (Simon Funk)
+        for i in range(n):
+            gi = g[i] * gs + l2 * w[i]
+            M = s2[i]
+            r = 1.0 / (M + 1)
+            m = (1 - r) * s0[i] + r * gi
+            v = (1 - r) * s1[i] + r * gi * gi
+            a = m * m / (v + eps)
+            s0[i] = m
+            s1[i] = v
+            w[i] = (w[i] - gi * (a if a < lr else lr) / (sqrt(v) + eps)) * d
+            s2[i] = 1 + M * (1 - a)
+    memset(g, 0, n * sizeof(real))
 
 
-cdef inline char* _v(Pool pool, long off) noexcept:
-    return pool.vb + off * pool.itemsize
+# ---------------------------------------------------------------- a trainer step
 
+cdef void _run(PState s, long off, long n) noexcept:
+    """One rule step on elements [off, off + n) of a parameter."""
+    cdef ParamExpr p = s.p
+    cdef Pool pool = p.pool
+    cdef HP* h = &s.hyper.c
+    if pool.dtype == 0:
+        _step(h, <float*>pool.vb + p.off + off, <float*>pool.gb + p.off + off,
+              state_f(s, 0, off), state_f(s, 1, off), state_f(s, 2, off), n)
+    else:
+        _step(h, <double*>pool.vb + p.off + off, <double*>pool.gb + p.off + off,
+              state_d(s, 0, off), state_d(s, 1, off), state_d(s, 2, off), n)
+
+
+cdef void _eg_rows(PState s, long off, long n, long rowsize) noexcept:
+    cdef ParamExpr p = s.p
+    cdef long r
+    for r in range(off, off + n, rowsize):
+        if p.pool.dtype == 0:
+            eg_norm(<float*>p.pool.vb + p.off + r, rowsize, s.hyper.c.d)
+        else:
+            eg_norm(<double*>p.pool.vb + p.off + r, rowsize, s.hyper.c.d)
+
+
+def step(PState s, bint sparse):
+    """One step of s's parameter from its gradient (consumed). A lookup table
+    steps on its touched rows when sparse (and not used whole), else on all
+    rows; idle rows are left to the catch-up."""
+    cdef ParamExpr p = s.p
+    cdef HP* h = &s.hyper.c
+    cdef Touch* tc
+    cdef cnp.int64_t* last
+    cdef int k, r
+    if not p.is_lookup:
+        _run(s, 0, p.size)
+        if h.rule == EG:
+            _eg_rows(s, 0, p.size, p.size)
+        return
+    tc = p.touch_ptr()
+    if sparse and not tc.all:
+        s._advance()
+        last = s.lastp
+        for k in range(tc.n):
+            r = tc.rows[k]
+            catch_row(s, r, s.tloc)
+            _run(s, <long>r * p.rowsize, p.rowsize)
+            if h.rule == EG:
+                _eg_rows(s, <long>r * p.rowsize, p.rowsize, p.rowsize)
+            last[r] = s.tloc + 1
+            tc.flag[r] = 0
+        tc.n = 0
+        s.tloc += 1
+        return
+    catch_all(s)
+    s._advance()
+    _run(s, 0, p.size)
+    if h.rule == EG:
+        _eg_rows(s, 0, p.size, p.rowsize)
+    s.tloc += 1
+    s.base = s.tloc
+    p.clear_touched()
+
+
+# ---------------------------------------------------------------- gradient norms
 
 cdef inline char* _g(Pool pool, long off) noexcept:
     return pool.gb + off * pool.itemsize
 
 
-def grad_sq_norm(ParamExpr p, bint sparse):
-    """Squared L2 norm of p's gradient: whole parameter, or (sparse lookup)
-    its touched rows only. NaN/Inf propagate so callers can name p."""
+def grad_sq_norm(ParamExpr p):
+    """Squared L2 norm of p's gradient (a lookup table not used whole: its
+    touched rows, the only ones with a gradient). NaN/Inf propagate."""
     cdef Pool pool = p.pool
     cdef Touch* t
     cdef int k
     cdef double s = 0
-    if p.is_lookup and sparse and not p.touch_ptr().all:
+    if p.is_lookup and not p.touch_ptr().all:
         t = p.touch_ptr()
         for k in range(t.n):
             s += _blas.nrm2sq(pool.dtype, p.rowsize, _g(pool, p.off + <long>t.rows[k] * p.rowsize))
         return s
     return _blas.nrm2sq(pool.dtype, p.size, _g(pool, p.off))
-
-
-def sgd_step(ParamExpr p, double lr, bint sparse):
-    """v -= lr * g, then g = 0: over the whole parameter, or over the touched
-    rows of a lookup table when sparse (the cost is the rows touched)."""
-    cdef Pool pool = p.pool
-    cdef Touch* t
-    cdef int k
-    cdef long off
-    if p.is_lookup and sparse and not p.touch_ptr().all:
-        t = p.touch_ptr()
-        for k in range(t.n):
-            off = p.off + <long>t.rows[k] * p.rowsize
-            _blas.axpy(pool.dtype, p.rowsize, -lr, _g(pool, off), _v(pool, off))
-            memset(_g(pool, off), 0, p.rowsize * pool.itemsize)
-            t.flag[t.rows[k]] = 0
-        t.n = 0
-        return
-    _blas.axpy(pool.dtype, p.size, -lr, _g(pool, p.off), _v(pool, p.off))
-    memset(_g(pool, p.off), 0, p.size * pool.itemsize)
-    if p.is_lookup:
-        t = p.touch_ptr()
-        for k in range(t.n):
-            t.flag[t.rows[k]] = 0
-        t.n = 0
-        t.all = 0
 
 
 def has_nonfinite_grad(ParamExpr p):
@@ -71,32 +196,3 @@ def has_nonfinite_grad(ParamExpr p):
             if not isfinite((<double*>_g(pool, p.off))[k]):
                 return True
     return False
-
-
-cdef void _adam(real* v, real* g, real* mom, real* var, long n, double lr, double b1, double b2,
-                double eps) noexcept nogil:
-    cdef long i
-    cdef real gi
-    for i in range(n):
-        gi = g[i]
-        mom[i] = b1 * mom[i] + (1 - b1) * gi
-        var[i] = b2 * var[i] + (1 - b2) * gi * gi
-        v[i] -= lr * mom[i] / (sqrt(var[i]) + eps)
-        g[i] = 0
-
-
-def adam_step(ParamExpr p, cnp.ndarray mom, cnp.ndarray var, double lr, double b1, double b2, double eps,
-              double grad_scale):
-    """One Adam step over the whole parameter (lr already bias-corrected).
-    grad_scale applies clipping to the gradient first."""
-    cdef Pool pool = p.pool
-    if grad_scale != 1.0:
-        _blas.scal(pool.dtype, p.size, grad_scale, _g(pool, p.off))
-    if pool.dtype == 0:
-        _adam(<float*>_v(pool, p.off), <float*>_g(pool, p.off), <float*>cnp.PyArray_DATA(mom),
-              <float*>cnp.PyArray_DATA(var), p.size, lr, b1, b2, eps)
-    else:
-        _adam(<double*>_v(pool, p.off), <double*>_g(pool, p.off), <double*>cnp.PyArray_DATA(mom),
-              <double*>cnp.PyArray_DATA(var), p.size, lr, b1, b2, eps)
-    if p.is_lookup:
-        p.clear_touched()

@@ -21,6 +21,12 @@ cdef class Pool:
     cdef public list members       # every ParamExpr, in creation order
     cdef _set(self, values, grads)
 
+# Trainer hook (issue 4): a trainer whose rule moves idle lookup rows (momentum,
+# Adam, weight decay ...) updates them lazily; before anything reads rows of a
+# table it calls catch_up(state, rows, n) to bring them up to date (n < 0: all
+# rows). Set by src/_k_train.pyx; NULL means the rows are always current.
+ctypedef int (*catch_up_fn)(object state, const int* rows, int n) except -1
+
 cdef class ParamExpr(Expression):
     cdef public Pool pool
     cdef public long off           # element offset in the pool
@@ -36,6 +42,8 @@ cdef class ParamExpr(Expression):
     cdef long cver                 # graph version of cached nodes
     cdef int pnid                  # updatable parameter node in that graph
     cdef int cnid                  # constant parameter node in that graph
+    cdef catch_up_fn catch_up      # trainer hook (see above)
+    cdef public object catch_up_state
     cdef int param_node(self, bint update) except -1
     cdef Touch* touch_ptr(self) noexcept
 

@@ -36,7 +36,7 @@ def test_adam_matches_reference(float64):
 
 
 def test_adam_updates_idle_lookup_rows_exactly(float64):
-    """Moments move rows with zero gradient too: dense steps keep that exact."""
+    """Moments move rows with zero gradient too: the lazy catch-up keeps that exact."""
     m = dy.ParameterCollection()
     E = m.add_lookup_parameters((3, 2), init=np.ones((3, 2)))
     t = dy.AdamTrainer(m, alpha=0.1)
