@@ -13,7 +13,7 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from dyn._core._graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
     register_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
-    set_indices, pyref_add, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, idx)
+    set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, idx)
 from dyn._core cimport _blas
 
 cnp.import_array()
@@ -389,6 +389,26 @@ cdef inline int _catch_up(ParamExpr p, const int* rows, int n) except -1:
         p.catch_up(p.catch_up_state, rows, n)
     return 0
 
+def _catch_up_graph():
+    """A graph about to be recomputed (static-graph reuse: set() and a new
+    value request) reads its tables again: bring every row it reads up to date."""
+    cdef Graph* g = cg()
+    cdef Node* n
+    cdef int i
+    for i in range(g.n):
+        n = &g.nodes[i]
+        if n.pyref < 0 or not (n.op == OP_LOOKUP or n.op == OP_LOOKUPB or n.op == OP_PARAM):
+            continue
+        table = pyref_get(n.pyref)
+        if not isinstance(table, ParamExpr) or not (<ParamExpr>table).is_lookup:
+            continue
+        if n.op == OP_LOOKUP:
+            _catch_up(<ParamExpr>table, &n.ia[0], 1)
+        elif n.op == OP_LOOKUPB:
+            _catch_up(<ParamExpr>table, idx(g, n), n.nidx)
+        else:
+            _catch_up(<ParamExpr>table, NULL, -1)
+
 # ---------------------------------------------------------------- (end of the hook region)
 
 
@@ -474,7 +494,7 @@ cdef class ParamExpr(Expression):
         n.gptr = self.pool.gb + self.off * self.pool.itemsize
         n.flags = F_FIXED | ((F_NG | F_PGRAD) if update else F_CONST)
         n.aux = &self.touch if self.is_lookup else NULL
-        pyref_add(self)
+        n.pyref = pyref_add(self)    # the table, for _catch_up_graph
         finish_node(nid)
         if update:
             self.pnid = nid
@@ -509,7 +529,7 @@ cdef class ParamExpr(Expression):
         update = update and self.updated
         n.flags = F_FIXED | ((F_NG | F_PGRAD) if update else F_CONST)
         n.aux = &self.touch
-        pyref_add(self)
+        n.pyref = pyref_add(self)    # the table, for _catch_up_graph
         finish_node(nid)
         return LookupExpression._make(nid, self, update)
 
@@ -535,7 +555,7 @@ cdef class ParamExpr(Expression):
         n.aux = &self.touch
         set_indices(nid, rows)
         _catch_up(self, idx(g, n), n.nidx)    # trainer hook: rows up to date
-        pyref_add(self)
+        n.pyref = pyref_add(self)    # the table, for _catch_up_graph
         finish_node(nid)
         return LookupExpression._make(nid, self, update)
 
@@ -625,3 +645,7 @@ cdef int noden(int op, object xs, str opname) except -1:
 cdef Expression finish(int nid):
     finish_node(nid)
     return wrap(nid)
+
+
+from dyn._core._graph import on_invalidate  # noqa: E402
+on_invalidate(_catch_up_graph)

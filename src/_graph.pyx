@@ -319,6 +319,15 @@ cdef int _check_finite(int i) except -1:
         return 0
     raise RuntimeError("NaN or Inf detected: first in %s" % node_desc(i))
 
+cdef list INVALIDATE_HOOKS = []
+
+
+def on_invalidate(fn):
+    """Call fn() whenever the graph is invalidated (it is about to be
+    recomputed: the parameters it reads must be current)."""
+    INVALIDATE_HOOKS.append(fn)
+
+
 def invalidate():
     """Forget computed values: the next value request recomputes all nodes."""
     cdef int i
@@ -328,6 +337,8 @@ def invalidate():
             G.nodes[i].v = NULL
     G.computed = 0
     arena_reset(&G.fx)
+    for fn in INVALIDATE_HOOKS:
+        fn()
 
 # ---------------------------------------------------------------- backward
 
