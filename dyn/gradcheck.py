@@ -4,47 +4,89 @@ from __future__ import annotations
 
 import numpy as np
 
-from dyn._core import _graph
+from dyn._core import _expr, _graph
 
 
-def check_grad(loss_fn, params, eps=1e-4, rtol=1e-3, atol=1e-5, max_elems=50, seed=0, verbose=False):
-    """Compare backward() with central differences for each parameter.
+def check_grad(
+    expr, params=None, *, eps=None, rtol=None, atol=None, max_elems=50, inputs=True, seed=0, verbose=False
+):
+    """Compare backward() with central finite differences.
+
+    Two forms:
+
+    * ``check_grad(loss)`` with a scalar Expression of the current graph: every
+      parameter the graph reads (or those in ``params``) and, with
+      ``inputs=True``, every input tensor is perturbed in place and the same
+      graph recomputed (DyNet's C++ check_grad).
+    * ``check_grad(loss_fn, params)`` with a function that builds a new graph and
+      returns the loss: only ``params`` are checked.
+
+    Use float64 for tight checks (``dy.set_precision("float64")`` before
+    creating the parameters); in float32 the default tolerances are looser.
 
     Args:
-        loss_fn: a function of no arguments that builds the graph (it may call
-            renew_cg) and returns a scalar Expression.
-        params: the Parameters/LookupParameters to check.
-        eps, rtol, atol: step and tolerances (use float64 for tight checks:
-            ``dy.set_precision("float64")`` before creating the parameters).
-        max_elems: check at most this many randomly chosen elements each.
+        eps, rtol, atol: step and tolerances (defaults by precision).
+        max_elems: at most this many randomly chosen elements per tensor.
 
     Returns:
-        A list of (parameter name, flat index, analytic, numeric) that disagree;
-        empty when the gradients are right. With verbose=True each is printed.
+        A list of (name, flat column-major index, backward, finite difference)
+        for every element that disagrees; empty when the gradients are right.
+        Parameter gradients accumulated before the call are left as they were.
+
+    Example:
+        >>> loss = dy.pickneglogsoftmax(W * x + b, 3)
+        >>> assert dy.check_grad(loss) == []
     """
+    f64 = _graph.get_dtype() == "float64"
+    eps = eps if eps is not None else (1e-6 if f64 else 1e-2)
+    rtol = rtol if rtol is not None else (1e-4 if f64 else 5e-2)
+    atol = atol if atol is not None else (1e-6 if f64 else 1e-3)
     rng = np.random.RandomState(seed)
-    for p in params:
+    rebuild = callable(expr) and not isinstance(expr, _expr.Expression)
+    if rebuild:
+        _graph.renew()
+        loss = expr()
+        param_list, input_list = list(params), []
+    else:
+        loss = expr
+        graph_params, graph_inputs = _expr.graph_leaves()
+        param_list = list(params) if params is not None else graph_params
+        input_list = graph_inputs if inputs else []
+
+    def value():
+        if rebuild:
+            _graph.renew()
+            return expr().scalar_value()
+        _graph.invalidate()
+        return loss.scalar_value()
+
+    saved = [p.grad_view().copy() for p in param_list]
+    for p in param_list:
         p.grad_view()[:] = 0
-    _graph.renew()
-    loss_fn().backward()
-    analytic = [p.grad_view().copy() for p in params]
+    loss.backward(full=not rebuild)
+    analytic = [p.grad_view().copy() for p in param_list]
+    analytic += [np.ravel(_expr.wrap_node(nid).gradient(), order="F") for nid, _ in input_list]
+    names = [p.name() for p in param_list] + ["input node %d" % nid for nid, _ in input_list]
+    views = [p.value_view() for p in param_list] + [data for _, data in input_list]
     bad = []
-    for p, ga in zip(params, analytic):
-        v = p.value_view()
-        idx = np.arange(v.size) if v.size <= max_elems else rng.choice(v.size, max_elems, replace=False)
-        for i in idx:
-            old = v[i]
-            v[i] = old + eps
-            _graph.renew()
-            up = loss_fn().scalar_value()
-            v[i] = old - eps
-            _graph.renew()
-            down = loss_fn().scalar_value()
-            v[i] = old
-            num = (up - down) / (2 * eps)
-            if abs(num - ga[i]) > atol + rtol * max(abs(num), abs(ga[i])):
-                bad.append((p.name(), int(i), float(ga[i]), float(num)))
-                if verbose:
-                    print("%s[%d]: backward %.6g, finite differences %.6g" % bad[-1])
-        p.grad_view()[:] = 0
+    try:
+        for name, view, grad in zip(names, views, analytic):
+            idx = np.arange(view.size) if view.size <= max_elems else rng.choice(view.size, max_elems, False)
+            for i in idx:
+                old = view[i]
+                view[i] = old + eps
+                up = value()
+                view[i] = old - eps
+                down = value()
+                view[i] = old
+                num = (up - down) / (2 * eps)
+                if abs(num - grad[i]) > atol + rtol * max(abs(num), abs(grad[i])):
+                    bad.append((name, int(i), float(grad[i]), float(num)))
+                    if verbose:
+                        print("%s[%d]: backward %.6g, finite differences %.6g" % bad[-1])
+    finally:
+        if not rebuild:
+            _graph.invalidate()
+        for p, g in zip(param_list, saved):
+            p.grad_view()[:] = g
     return bad

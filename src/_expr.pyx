@@ -187,6 +187,27 @@ def node_of(x):
     return arg_id(x)
 
 
+def graph_leaves():
+    """What the current graph reads: ([parameter objects], [(node id, input
+    data array)]). The arrays are the memory input nodes read (column-major)."""
+    cdef Graph* g = cg()
+    cdef Node* n
+    cdef int i
+    params, inputs, seen = [], [], set()
+    for i in range(g.n):
+        n = &g.nodes[i]
+        if n.pyref < 0:
+            continue
+        o = pyref_get(n.pyref)
+        if isinstance(o, ParamExpr):
+            if id(o) not in seen:
+                seen.add(id(o))
+                params.append(o)
+        elif n.op == OP_INPUT:
+            inputs.append((i, o))
+    return params, inputs
+
+
 def wrap_node(int nid):
     return wrap(nid)
 
@@ -267,7 +288,7 @@ cdef class InputExpression(Expression):
             raise ValueError("set: expected %d values for %s, got %d"
                              % (dim_total(&n.dim), dim_str(&n.dim), len(data)))
         self.data = data
-        pyref_add(data)
+        n.pyref = pyref_add(data)    # keeps the data alive; graph_leaves() finds it
         n.v = cnp.PyArray_DATA(data)
         n.ptr = n.v
 

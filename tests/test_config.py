@@ -112,3 +112,27 @@ def test_dynet_params_init():
     p.set_requested_gpus(1)
     with pytest.raises(RuntimeError, match="GPU"):
         p.init()
+
+
+def test_check_grad_on_an_expression_checks_parameters_and_inputs(float64):
+    m = dy.ParameterCollection()
+    W = m.add_parameters((3, 4), name="w")
+    E = m.add_lookup_parameters((5, 4), name="e")
+    x = dy.inputVector(np.random.RandomState(1).randn(4))
+    loss = dy.pickneglogsoftmax(dy.tanh(W * (x + E[2])), 1)
+    W.grad_view()[:] = 7.0  # a gradient accumulated earlier must survive the check
+    assert dy.check_grad(loss) == []
+    assert np.all(W.grad_as_array() == 7.0)
+    # a wrong gradient is named: nobackprop hides x's and W's influence from backward
+    wrong = dy.sum_elems(dy.nobackprop(W * x))
+    bad = dy.check_grad(wrong, params=[W])
+    names = {name for name, *_ in bad}
+    x_node = repr(x).split()[1].split("/")[0]  # "expression <node>/<graph>"
+    assert names == {"/w", "input node " + x_node}, names
+
+
+def test_check_grad_float32_defaults_are_usable():
+    m = dy.ParameterCollection()
+    W = m.add_parameters((2, 3))
+    loss = dy.squared_norm(W * dy.inputVector([0.5, -1.0, 2.0]))
+    assert dy.check_grad(loss) == []
