@@ -103,3 +103,24 @@ cdef double dot(int dtype, int n, void* x, void* y) noexcept nogil:
 
 cdef double nrm2sq(int dtype, int n, void* x) noexcept nogil:
     return dot(dtype, n, x, x)
+
+
+cdef void matmul_cols(int dtype, char ta, int m, int nb, int k, void* A, int lda, void* X, double beta,
+                      void* Y) noexcept nogil:
+    """Y (m x nb) = op(A) X + beta Y for X k x nb: a matrix-vector product for
+    one column, a matrix product otherwise."""
+    if nb == 1:
+        if ta == b'N':
+            gemv(dtype, b'N', m, k, 1.0, A, lda, X, beta, Y)
+        else:
+            gemv(dtype, b'T', k, m, 1.0, A, lda, X, beta, Y)
+    else:
+        gemm(dtype, ta, b'N', m, nb, k, 1.0, A, lda, X, k, beta, Y, m)
+
+
+cdef void outer_acc(int dtype, int m, int k, int nb, void* D, void* X, void* G) noexcept nogil:
+    """G (m x k) += D X^T for D m x nb, X k x nb (sums over the nb columns)."""
+    if nb == 1:
+        ger(dtype, m, k, 1.0, D, X, G, m)
+    else:
+        gemm(dtype, b'N', b'T', m, k, nb, 1.0, D, m, X, k, 1.0, G, m)

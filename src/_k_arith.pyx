@@ -12,6 +12,7 @@ from dyn._core._expr cimport (
     node1, node2, noden, finish, Expression, set_binop, binop_fn, BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV)
 from dyn._core._bcast cimport real, BIter, bi_init, bi_next, same_shape, _ext
 from dyn._core cimport _blas
+from dyn._core._kutil cimport arg_dims, batch_rule, g_node
 
 cdef enum:
     ADD, SUB, MUL, DIV
@@ -21,20 +22,6 @@ cdef enum:
 cdef inline real* V(Node* n, real* t) noexcept nogil:
     return <real*>n.v
 
-cdef str _dims(Graph* g, Node* n):
-    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
-
-
-cdef int _batch(Graph* g, Node* n, str name) except -1:
-    """Batch rule shared by most ops: each argument has batch 1 or B."""
-    cdef int i, b = 1, x
-    for i in range(n.nargs):
-        x = arg(g, n, i).dim.bd
-        if x != 1:
-            if b != 1 and b != x:
-                raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
-            b = x
-    return b
 
 # ---------------------------------------------------------------- elementwise binary
 
@@ -56,7 +43,7 @@ cdef int _shape_cw(Graph* g, Node* n) except -1:
     if n.ia[0] == DIV and b.dim.bd != 1 and b.dim.bd != a.dim.bd:
         raise ValueError("cdiv: batch sizes %s and %s (the right operand's batch must be 1 or equal)"
                          % (dim_str(&a.dim), dim_str(&b.dim)))
-    n.dim.bd = _batch(g, n, name)
+    n.dim.bd = batch_rule(g, n, name)
     return 0
 
 
@@ -183,10 +170,6 @@ cdef Expression _cwise(int kind, object x, object y):
     return finish(nid)
 
 
-cdef inline Node* g_node(int nid) noexcept:
-    return &cg().nodes[nid]
-
-
 def cmult(x, y):
     return _cwise(MUL, x, y)
 
@@ -301,7 +284,7 @@ cdef int _shape_mm(Graph* g, Node* n) except -1:
     n.dim.d[0] = a.dim.d[0]
     n.dim.d[1] = dim_cols(&b.dim)
     n.dim.nd = b.dim.nd
-    n.dim.bd = _batch(g, n, "matrix product (*)")
+    n.dim.bd = batch_rule(g, n, "matrix product (*)")
     return 0
 
 
@@ -382,11 +365,11 @@ cdef int _shape_affine(Graph* g, Node* n) except -1:
         cols = dim_cols(&x.dim)
         if rows != b.dim.d[0] or (dim_cols(&b.dim) != cols and dim_cols(&b.dim) != 1):
             raise ValueError("affine_transform: term %d is %dx%d but the bias is %s (%s)"
-                             % (i // 2, rows, cols, dim_str(&b.dim), _dims(g, n)))
+                             % (i // 2, rows, cols, dim_str(&b.dim), arg_dims(g, n)))
         if cols != 1 or x.dim.nd > 1:
             n.dim.nd = 2
             n.dim.d[1] = cols
-    n.dim.bd = _batch(g, n, "affine_transform")
+    n.dim.bd = batch_rule(g, n, "affine_transform")
     return 0
 
 
@@ -433,9 +416,9 @@ cdef int _shape_esum(Graph* g, Node* n) except -1:
     for i in range(1, n.nargs):
         if not dim_eq_nobatch(&a.dim, &arg(g, n, i).dim):
             raise ValueError("esum: all expressions must have the same dimensions, got %s"
-                             % _dims(g, n))
+                             % arg_dims(g, n))
     n.dim = a.dim
-    n.dim.bd = _batch(g, n, "esum")
+    n.dim.bd = batch_rule(g, n, "esum")
     return 0
 
 
@@ -556,7 +539,7 @@ cdef int _shape_pair_scalar(Graph* g, Node* n) except -1:
         raise ValueError("%s: dimensions must match, got %s and %s" % (name, dim_str(&a.dim), dim_str(&b.dim)))
     n.dim.nd = 1
     n.dim.d[0] = 1
-    n.dim.bd = _batch(g, n, name)
+    n.dim.bd = batch_rule(g, n, name)
     return 0
 
 

@@ -22,6 +22,7 @@ from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_t
 from dyn._core._expr cimport node1, node2, noden, finish
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
+from dyn._core._kutil cimport arg_dims, batch_rule
 
 ctypedef struct Geo:
     int H, W, C         # one batch element of x
@@ -50,22 +51,6 @@ cdef inline int _pad(int X, int F, int s, int out, bint valid) noexcept nogil:
 
 cdef inline int _dim(const Dim* d, int k) noexcept nogil:
     return d.d[k] if k < d.nd else 1
-
-
-cdef str _dims(Graph* g, Node* n):
-    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
-
-
-cdef int _batch(Graph* g, Node* n, str name) except -1:
-    """Each argument has batch 1 (shared) or B."""
-    cdef int i, b = 1, x
-    for i in range(n.nargs):
-        x = arg(g, n, i).dim.bd
-        if x != 1:
-            if b != 1 and b != x:
-                raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
-            b = x
-    return b
 
 
 cdef void _geo(Graph* g, Node* n, Geo* q) noexcept:
@@ -189,16 +174,16 @@ cdef int _shape_conv(Graph* g, Node* n) except -1:
     cdef int C = _dim(&x.dim, 2), K, P, OH, OW, bc
     if x.dim.nd not in (2, 3) or f.dim.nd != 4 or f.dim.d[2] != C:
         raise ValueError("%s: x must be H x W (x Ci) and f FH x FW x Ci x Co with the same Ci, got %s"
-                         % (name, _dims(g, n)))
+                         % (name, arg_dims(g, n)))
     if valid and (x.dim.d[0] < f.dim.d[0] or x.dim.d[1] < f.dim.d[1]):
         raise ValueError("%s: in VALID convolution the filter must not be larger than the input, got %s"
-                         % (name, _dims(g, n)))
+                         % (name, arg_dims(g, n)))
     if n.nargs == 3:
         b = arg(g, n, 2)
         if b.dim.nd != 1 or b.dim.d[0] != f.dim.d[3]:
             raise ValueError("%s: the bias must be a vector of Co = %d elements, got %s"
-                             % (name, f.dim.d[3], _dims(g, n)))
-    n.dim.bd = _batch(g, n, name)
+                             % (name, f.dim.d[3], arg_dims(g, n)))
+    n.dim.bd = batch_rule(g, n, name)
     OH = _out(x.dim.d[0], f.dim.d[0], n.ia[0], valid)
     OW = _out(x.dim.d[1], f.dim.d[1], n.ia[1], valid)
     n.dim.nd = 3
@@ -479,11 +464,11 @@ cdef int _shape_f1d(Graph* g, Node* n) except -1:
     cdef int rows = x.dim.d[0], s = _dim(&x.dim, 1), d = _dim(&f.dim, 1)
     if x.dim.nd > 2 or f.dim.nd > 3 or f.dim.d[0] != rows or d > s:
         raise ValueError("filter1d_narrow: x must be n x s and f n x d (x fids) with d <= s, got %s"
-                         % _dims(g, n))
+                         % arg_dims(g, n))
     n.dim.nd = 2
     n.dim.d[0] = _dim(&f.dim, 2)
     n.dim.d[1] = s - d + 1
-    n.dim.bd = _batch(g, n, "filter1d_narrow")
+    n.dim.bd = batch_rule(g, n, "filter1d_narrow")
     n.naux = <long>rows * d * n.dim.d[1] * x.dim.bd
     return 0
 

@@ -18,27 +18,9 @@ from dyn._core._graph cimport (
 from dyn._core._expr cimport node1, node2, noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
+from dyn._core._kutil cimport batch_ptr, arg_dims, batch_rule, expr_arg, g_node, looks_like_vector
 
 # ---------------------------------------------------------------- helpers
-
-cdef inline Node* g_node(int nid) noexcept:
-    return &cg().nodes[nid]
-
-
-cdef str _dims(Graph* g, Node* n):
-    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
-
-
-cdef int _batch(Graph* g, Node* n, str name) except -1:
-    """Each argument has batch 1 or B."""
-    cdef int i, b = 1, x
-    for i in range(n.nargs):
-        x = arg(g, n, i).dim.bd
-        if x != 1:
-            if b != 1 and b != x:
-                raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
-            b = x
-    return b
 
 
 cdef int _unbatched(Graph* g, Node* n, str name) except -1:
@@ -46,49 +28,8 @@ cdef int _unbatched(Graph* g, Node* n, str name) except -1:
     for i in range(n.nargs):
         if arg(g, n, i).dim.bd != 1:
             raise ValueError("%s: batched arguments are not supported (as in DyNet), got %s; "
-                             "apply it to each batch element" % (name, _dims(g, n)))
+                             "apply it to each batch element" % (name, arg_dims(g, n)))
     return 0
-
-
-cdef bint _is_vec(const Dim* d) noexcept nogil:
-    """DyNet's LooksLikeVector: every dim after the first is 1."""
-    cdef int k
-    for k in range(1, d.nd):
-        if d.d[k] != 1:
-            return False
-    return True
-
-
-cdef inline char* _bp(void* p, int b, int bd, long size, int isz) noexcept nogil:
-    """Batch element b of a tensor of bd elements of `size` items (bd 1 broadcasts)."""
-    return <char*>p + (<size_t>b * size * isz if bd > 1 else 0)
-
-
-cdef int _expr_arg(object x, str name) except -1:
-    # arg_id's own TypeError does not name the op; check here so it does
-    if not isinstance(x, Expression):
-        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
-    return 0
-
-
-cdef void _mm(Graph* g, char ta, int m, int nb, int k, void* A, int lda, void* X, double beta,
-              void* Y) noexcept:
-    """Y (m x nb) = op(A) X + beta Y, X k x nb: gemv for one column (small-matrix loops)."""
-    if nb == 1:
-        if ta == b'N':
-            _blas.gemv(g.dtype, b'N', m, k, 1.0, A, lda, X, beta, Y)
-        else:
-            _blas.gemv(g.dtype, b'T', k, m, 1.0, A, lda, X, beta, Y)
-    else:
-        _blas.gemm(g.dtype, ta, b'N', m, nb, k, 1.0, A, lda, X, k, beta, Y, m)
-
-
-cdef void _outer_acc(Graph* g, int m, int k, int nb, void* D, void* X, void* G) noexcept:
-    """G (m x k) += D X^T for D m x nb, X k x nb (sums the batch)."""
-    if nb == 1:
-        _blas.ger(g.dtype, m, k, 1.0, D, X, G, m)
-    else:
-        _blas.gemm(g.dtype, b'N', b'T', m, k, nb, 1.0, D, m, X, k, 1.0, G, m)
 
 
 cdef void _bias_bwd(Graph* g, Node* n, Node* b) noexcept:
@@ -104,7 +45,7 @@ cdef void _bias_bwd(Graph* g, Node* n, Node* b) noexcept:
 cdef void _bias_fwd(Graph* g, Node* n, Node* b) noexcept:
     cdef int k, s = dim_size(&n.dim)
     for k in range(n.dim.bd):
-        memcpy(<char*>n.v + <size_t>k * s * g.itemsize, _bp(b.v, k, b.dim.bd, s, g.itemsize),
+        memcpy(<char*>n.v + <size_t>k * s * g.itemsize, batch_ptr(b.v, k, b.dim.bd, s, g.itemsize),
                <size_t>s * g.itemsize)
 
 
@@ -120,11 +61,11 @@ cdef void bwd_identity(Graph* g, Node* n, int i) noexcept:
 cdef int _shape_cwa(Graph* g, Node* n) except -1:
     cdef Node* x = arg(g, n, 0)
     cdef Node* y = arg(g, n, 1)
-    if x.dim.nd != 2 or y.dim.nd > 2 or not _is_vec(&y.dim) or y.dim.d[0] != x.dim.d[0]:
+    if x.dim.nd != 2 or y.dim.nd > 2 or not looks_like_vector(&y.dim) or y.dim.d[0] != x.dim.d[0]:
         raise ValueError("colwise_add: x must be an M x N matrix and y a vector of M rows, got %s and %s"
                          % (dim_str(&x.dim), dim_str(&y.dim)))
     n.dim = x.dim
-    n.dim.bd = _batch(g, n, "colwise_add")
+    n.dim.bd = batch_rule(g, n, "colwise_add")
     return 0
 
 
@@ -181,8 +122,8 @@ cdef int OP_CWA = register_op("colwise_add", _shape_cwa, fwd_cwa, bwd_cwa)
 
 
 def colwise_add(x, y):
-    _expr_arg(x, "colwise_add")
-    _expr_arg(y, "colwise_add")
+    expr_arg(x, "colwise_add")
+    expr_arg(y, "colwise_add")
     return finish(node2(OP_CWA, x, y))
 
 # ---------------------------------------------------------------- contract3d_1d(_bias): z_ij = sum_k x_ijk y_k (+ b_ij)
@@ -191,7 +132,7 @@ cdef int _shape_c31(Graph* g, Node* n) except -1:
     cdef Node* x = arg(g, n, 0)
     cdef Node* y = arg(g, n, 1)
     cdef str name = "contract3d_1d_bias" if n.nargs == 3 else "contract3d_1d"
-    if x.dim.nd != 3 or not _is_vec(&y.dim) or y.dim.d[0] != x.dim.d[2]:
+    if x.dim.nd != 3 or not looks_like_vector(&y.dim) or y.dim.d[0] != x.dim.d[2]:
         raise ValueError("%s: x must be a 3-d tensor {I,J,K} and y a vector {K}, got %s and %s"
                          % (name, dim_str(&x.dim), dim_str(&y.dim)))
     n.dim.nd = 2
@@ -200,7 +141,7 @@ cdef int _shape_c31(Graph* g, Node* n) except -1:
     if n.nargs == 3 and not dim_eq_nobatch(&arg(g, n, 2).dim, &n.dim):
         raise ValueError("%s: the bias must be {%d,%d} like the result, got %s"
                          % (name, n.dim.d[0], n.dim.d[1], dim_str(&arg(g, n, 2).dim)))
-    n.dim.bd = _batch(g, n, name)
+    n.dim.bd = batch_rule(g, n, name)
     return 0
 
 
@@ -214,11 +155,11 @@ cdef void fwd_c31(Graph* g, Node* n) noexcept:
         beta = 1.0
     if x.dim.bd == 1 and y.dim.bd == B:
         # x shared: one product of the (IJ x K) unfolding with all the y columns
-        _mm(g, b'N', IJ, B, K, x.v, IJ, y.v, beta, n.v)
+        _blas.matmul_cols(g.dtype, b'N', IJ, B, K, x.v, IJ, y.v, beta, n.v)
         return
     for b in range(B):
-        _blas.gemv(g.dtype, b'N', IJ, K, 1.0, _bp(x.v, b, x.dim.bd, IJ * K, isz), IJ,
-                   _bp(y.v, b, y.dim.bd, K, isz), beta, <char*>n.v + <size_t>b * IJ * isz)
+        _blas.gemv(g.dtype, b'N', IJ, K, 1.0, batch_ptr(x.v, b, x.dim.bd, IJ * K, isz), IJ,
+                   batch_ptr(y.v, b, y.dim.bd, K, isz), beta, <char*>n.v + <size_t>b * IJ * isz)
 
 
 cdef void bwd_c31(Graph* g, Node* n, int i) noexcept:
@@ -228,29 +169,29 @@ cdef void bwd_c31(Graph* g, Node* n, int i) noexcept:
     if i == 2:
         _bias_bwd(g, n, arg(g, n, 2))
     elif i == 0 and x.dim.bd == 1 and y.dim.bd == B:
-        _outer_acc(g, IJ, K, B, n.g, y.v, x.g)
+        _blas.outer_acc(g.dtype, IJ, K, B, n.g, y.v, x.g)
     else:
         for b in range(B):
             if i == 0:
                 _blas.ger(g.dtype, IJ, K, 1.0, <char*>n.g + <size_t>b * IJ * isz,
-                          _bp(y.v, b, y.dim.bd, K, isz), _bp(x.g, b, x.dim.bd, IJ * K, isz), IJ)
+                          batch_ptr(y.v, b, y.dim.bd, K, isz), batch_ptr(x.g, b, x.dim.bd, IJ * K, isz), IJ)
             else:
-                _blas.gemv(g.dtype, b'T', IJ, K, 1.0, _bp(x.v, b, x.dim.bd, IJ * K, isz), IJ,
-                           <char*>n.g + <size_t>b * IJ * isz, 1.0, _bp(y.g, b, y.dim.bd, K, isz))
+                _blas.gemv(g.dtype, b'T', IJ, K, 1.0, batch_ptr(x.v, b, x.dim.bd, IJ * K, isz), IJ,
+                           <char*>n.g + <size_t>b * IJ * isz, 1.0, batch_ptr(y.g, b, y.dim.bd, K, isz))
 
 
 cdef int OP_C31 = register_op("contract3d_1d", _shape_c31, fwd_c31, bwd_c31)
 
 
 def contract3d_1d(x, y):
-    _expr_arg(x, "contract3d_1d")
-    _expr_arg(y, "contract3d_1d")
+    expr_arg(x, "contract3d_1d")
+    expr_arg(y, "contract3d_1d")
     return finish(node2(OP_C31, x, y))
 
 
 def contract3d_1d_bias(x, y, b):
     for e in (x, y, b):
-        _expr_arg(e, "contract3d_1d_bias")
+        expr_arg(e, "contract3d_1d_bias")
     return finish(noden(OP_C31, [x, y, b], "contract3d_1d_bias"))
 
 # ---------------------------------------------------------------- contract3d_1d_1d(_bias): t_i = sum_jk x_ijk y_k z_j (+ b_i)
@@ -260,11 +201,11 @@ cdef int _shape_c311(Graph* g, Node* n) except -1:
     cdef Node* y = arg(g, n, 1)
     cdef Node* z = arg(g, n, 2)
     cdef str name = "contract3d_1d_1d_bias" if n.nargs == 4 else "contract3d_1d_1d"
-    if (x.dim.nd != 3 or not _is_vec(&y.dim) or not _is_vec(&z.dim) or y.dim.d[0] != x.dim.d[2]
+    if (x.dim.nd != 3 or not looks_like_vector(&y.dim) or not looks_like_vector(&z.dim) or y.dim.d[0] != x.dim.d[2]
             or z.dim.d[0] != x.dim.d[1]):
         raise ValueError("%s: x must be a 3-d tensor {I,J,K}, y a vector {K} and z a vector {J}, "
-                         "got %s" % (name, _dims(g, n)))
-    if n.nargs == 4 and (not _is_vec(&arg(g, n, 3).dim) or arg(g, n, 3).dim.d[0] != x.dim.d[0]):
+                         "got %s" % (name, arg_dims(g, n)))
+    if n.nargs == 4 and (not looks_like_vector(&arg(g, n, 3).dim) or arg(g, n, 3).dim.d[0] != x.dim.d[0]):
         raise ValueError("%s: the bias must be a vector {%d}, got %s"
                          % (name, x.dim.d[0], dim_str(&arg(g, n, 3).dim)))
     _unbatched(g, n, name)
@@ -318,13 +259,13 @@ cdef int OP_C311 = register_op("contract3d_1d_1d", _shape_c311, fwd_c311, bwd_c3
 
 def contract3d_1d_1d(x, y, z):
     for e in (x, y, z):
-        _expr_arg(e, "contract3d_1d_1d")
+        expr_arg(e, "contract3d_1d_1d")
     return finish(noden(OP_C311, [x, y, z], "contract3d_1d_1d"))
 
 
 def contract3d_1d_1d_bias(x, y, z, b):
     for e in (x, y, z, b):
-        _expr_arg(e, "contract3d_1d_1d_bias")
+        expr_arg(e, "contract3d_1d_1d_bias")
     return finish(noden(OP_C311, [x, y, z, b], "contract3d_1d_1d_bias"))
 
 # ---------------------------------------------------------------- inverse, logdet (LU with partial pivoting, in double)
@@ -465,14 +406,14 @@ cdef int OP_SQUARE = register_op("inverse_logdet", _shape_square, fwd_square, bw
 
 
 def inverse(x):
-    _expr_arg(x, "inverse")
+    expr_arg(x, "inverse")
     cdef int nid = node1(OP_SQUARE, x)
     g_node(nid).ia[0] = INVERSE
     return finish(nid)
 
 
 def logdet(x):
-    _expr_arg(x, "logdet")
+    expr_arg(x, "logdet")
     cdef int nid = node1(OP_SQUARE, x)
     g_node(nid).ia[0] = LOGDET
     return finish(nid)
@@ -481,7 +422,7 @@ def logdet(x):
 
 cdef int _shape_top(Graph* g, Node* n) except -1:
     if not dim_eq_nobatch(&arg(g, n, 0).dim, &arg(g, n, 1).dim):
-        raise ValueError("trace_of_product: x and y must have the same dimensions, got %s" % _dims(g, n))
+        raise ValueError("trace_of_product: x and y must have the same dimensions, got %s" % arg_dims(g, n))
     _unbatched(g, n, "trace_of_product")
     n.dim.nd = 1
     n.dim.d[0] = 1
@@ -506,8 +447,8 @@ cdef int OP_TOP = register_op("trace_of_product", _shape_top, fwd_top, bwd_top)
 
 
 def trace_of_product(x, y):
-    _expr_arg(x, "trace_of_product")
-    _expr_arg(y, "trace_of_product")
+    expr_arg(x, "trace_of_product")
+    expr_arg(y, "trace_of_product")
     return finish(node2(OP_TOP, x, y))
 
 # ---------------------------------------------------------------- circ_conv, circ_corr (direct O(n^2): vectors are short)
@@ -520,8 +461,8 @@ cdef int _shape_circ(Graph* g, Node* n) except -1:
     cdef Node* u = arg(g, n, 0)
     cdef Node* v = arg(g, n, 1)
     cdef str name = "circ_conv" if n.ia[0] == CONV else "circ_corr"
-    if not _is_vec(&u.dim) or not _is_vec(&v.dim) or u.dim.d[0] != v.dim.d[0]:
-        raise ValueError("%s: u and v must be vectors of the same size, got %s" % (name, _dims(g, n)))
+    if not looks_like_vector(&u.dim) or not looks_like_vector(&v.dim) or u.dim.d[0] != v.dim.d[0]:
+        raise ValueError("%s: u and v must be vectors of the same size, got %s" % (name, arg_dims(g, n)))
     _unbatched(g, n, name)
     n.dim = u.dim
     return 0
@@ -579,8 +520,8 @@ cdef int OP_CIRC = register_op("circ_conv_corr", _shape_circ, fwd_circ, bwd_circ
 
 
 cdef Expression _circular(object u, object v, int kind, str name):
-    _expr_arg(u, name)
-    _expr_arg(v, name)
+    expr_arg(u, name)
+    expr_arg(v, name)
     cdef int nid = node2(OP_CIRC, u, v)
     g_node(nid).ia[0] = kind
     return finish(nid)
@@ -627,7 +568,7 @@ cdef int OP_KMH = register_op("kmh_ngram", _shape_kmh, fwd_kmh, bwd_kmh)
 
 
 def kmh_ngram(x, n):
-    _expr_arg(x, "kmh_ngram")
+    expr_arg(x, "kmh_ngram")
     try:
         k = operator.index(n)
     except TypeError:
@@ -649,7 +590,7 @@ cdef int OP_TODEV = register_op("to_device", _shape_same, fwd_copy, bwd_identity
 
 
 def to_device(e, device_str):
-    _expr_arg(e, "to_device")
+    expr_arg(e, "to_device")
     if not isinstance(device_str, str):
         raise TypeError("to_device: device_str must be a string such as 'CPU', got %r" % (device_str,))
     name = device_str.strip()

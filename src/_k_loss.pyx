@@ -16,82 +16,10 @@ from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_cols, dim_str, arg, idx, set_indices, dim_eq_nobatch)
 from dyn._core._expr cimport node1, node2, finish, Expression
 from dyn._core._bcast cimport real
+from dyn._core._kutil cimport batch_off, batch_rule, expr_arg, g_node, index_arg, indices_arg, looks_like_vector, number_arg, scalar_out
 
 # ---------------------------------------------------------------- helpers
 
-cdef inline Node* g_node(int nid) noexcept:
-    return &cg().nodes[nid]
-
-
-cdef inline long _off(Node* a, int b, long s) noexcept nogil:
-    # a batch-1 argument is shared by every output batch element
-    return b * s if a.dim.bd > 1 else 0
-
-
-cdef inline bint _is_vec(const Dim* d) noexcept nogil:
-    """DyNet's "looks like a vector": every dim after the first is 1."""
-    return dim_size(d) == d.d[0]
-
-
-cdef int _expr_arg(object x, str name) except -1:
-    # arg_id's own TypeError names the kernel, not the public op
-    if not isinstance(x, Expression):
-        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
-    return 0
-
-
-cdef int _index(object v, str name) except -1:
-    """A non-negative index that fits the index pool (an int, not a float)."""
-    try:
-        i = operator.index(v)
-    except TypeError:
-        raise TypeError("%s: indices must be integers, got %r" % (name, v)) from None
-    if i < 0 or i > 0x7fffffff:
-        raise IndexError("%s: index %d out of range" % (name, i))
-    return i
-
-
-cdef list _indices(object vs, str name, str what):
-    """Any iterable of indices (DyNet's vector[unsigned]): list, range, numpy array."""
-    try:
-        it = iter(vs)
-    except TypeError:
-        raise TypeError("%s: %s must be a sequence of indices, got %s" % (name, what, type(vs).__name__)) from None
-    v = [_index(i, name) for i in it]
-    if not v:
-        raise ValueError("%s: %s is empty" % (name, what))
-    return v
-
-
-cdef double _number(object v, str name, str what) except? -1.0:
-    if isinstance(v, (str, bytes)):
-        raise TypeError("%s: %s must be a number, got %r" % (name, what, v))
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise TypeError("%s: %s must be a number, got %r" % (name, what, v)) from None
-
-
-cdef str _dims(Graph* g, Node* n):
-    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
-
-
-cdef int _batch(Graph* g, Node* n, str name) except -1:
-    """Each argument has batch 1 or B."""
-    cdef int i, b = 1, x
-    for i in range(n.nargs):
-        x = arg(g, n, i).dim.bd
-        if x != 1:
-            if b != 1 and b != x:
-                raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
-            b = x
-    return b
-
-
-cdef inline void _scalar_out(Node* n, int bd) noexcept nogil:
-    n.dim.nd = 1
-    n.dim.d[0] = 1
-    n.dim.bd = bd
 
 # ---------------------------------------------------------------- hinge, hinge_batch
 
@@ -100,7 +28,7 @@ cdef int _shape_hinge(Graph* g, Node* n) except -1:
     cdef str name = "hinge_batch" if n.ia[0] else "hinge"
     cdef int k, m = x.dim.d[0]
     cdef int* v = idx(g, n)
-    if not _is_vec(&x.dim):
+    if not looks_like_vector(&x.dim):
         raise ValueError("%s: x must be a vector (every dimension after the first 1), got %s"
                          % (name, dim_str(&x.dim)))
     if not n.ia[0] and x.dim.bd != 1:
@@ -112,7 +40,7 @@ cdef int _shape_hinge(Graph* g, Node* n) except -1:
     for k in range(n.nidx):
         if v[k] >= m:
             raise IndexError("%s: index %d out of range for x of dim %s" % (name, v[k], dim_str(&x.dim)))
-    _scalar_out(n, n.nidx)
+    scalar_out(n, n.nidx)
     return 0
 
 
@@ -175,15 +103,15 @@ cdef int OP_HINGE = register_op("hinge", _shape_hinge, fwd_hinge, bwd_hinge)
 
 
 cdef double _margin(object m, str name) except? -1.0:
-    cdef double mv = _number(m, name, "m")
+    cdef double mv = number_arg(m, name, "m")
     if not mv >= 0:
         raise ValueError("%s: the margin m must be >= 0, got %r" % (name, m))
     return mv
 
 
 def hinge(x, v, m=1.0):
-    _expr_arg(x, "hinge")
-    cdef int i = _index(v, "hinge")
+    expr_arg(x, "hinge")
+    cdef int i = index_arg(v, "hinge")
     cdef double mv = _margin(m, "hinge")
     cdef int nid = node1(OP_HINGE, x)
     g_node(nid).ia[0] = 0
@@ -193,8 +121,8 @@ def hinge(x, v, m=1.0):
 
 
 def hinge_batch(x, vs, m=1.0):
-    _expr_arg(x, "hinge_batch")
-    v = _indices(vs, "hinge_batch", "vs")
+    expr_arg(x, "hinge_batch")
+    v = indices_arg(vs, "hinge_batch", "vs")
     cdef double mv = _margin(m, "hinge_batch")
     cdef int nid = node1(OP_HINGE, x)
     g_node(nid).ia[0] = 1
@@ -295,8 +223,8 @@ cdef int OP_HINGE_DIM = register_op("hinge_dim", _shape_hdim, fwd_hdim, bwd_hdim
 
 
 def hinge_dim(x, v, d=0, m=1.0):
-    _expr_arg(x, "hinge_dim")
-    vs = _indices(v, "hinge_dim", "v")
+    expr_arg(x, "hinge_dim")
+    vs = indices_arg(v, "hinge_dim", "v")
     try:
         d = operator.index(d)
     except TypeError:
@@ -324,7 +252,7 @@ cdef int _shape_pairloss(Graph* g, Node* n) except -1:
     cdef str name = _PAIR_NAMES[n.ia[0]]
     if not dim_eq_nobatch(&a.dim, &b.dim):
         raise ValueError("%s: dimensions must match, got %s and %s" % (name, dim_str(&a.dim), dim_str(&b.dim)))
-    _scalar_out(n, _batch(g, n, name))
+    scalar_out(n, batch_rule(g, n, name))
     return 0
 
 
@@ -341,8 +269,8 @@ cdef void _pairloss_fwd(Graph* g, Node* n, real* y) noexcept nogil:
     cdef real* pb
     cdef double acc, d, ad, c = n.fa[0], t
     for k in range(n.dim.bd):
-        pa = <real*>a.v + _off(a, k, s)
-        pb = <real*>b.v + _off(b, k, s)
+        pa = <real*>a.v + batch_off(a, k, s)
+        pb = <real*>b.v + batch_off(b, k, s)
         acc = 0
         if kind == BLL:
             for i in range(s):
@@ -373,9 +301,9 @@ cdef void _pairloss_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
     cdef real* pg
     cdef double c, d, x, t, sg, hc = n.fa[0]
     for k in range(n.dim.bd):
-        pa = <real*>a.v + _off(a, k, s)
-        pb = <real*>b.v + _off(b, k, s)
-        pg = <real*>w.g + _off(w, k, s)
+        pa = <real*>a.v + batch_off(a, k, s)
+        pb = <real*>b.v + batch_off(b, k, s)
+        pg = <real*>w.g + batch_off(w, k, s)
         c = gy[k]
         if kind == BLL:
             for i in range(s):
@@ -418,8 +346,8 @@ cdef int OP_PAIRLOSS = register_op("pair_loss", _shape_pairloss, fwd_pairloss, b
 
 cdef Expression _pairloss(int kind, object x, object y, double c):
     cdef str name = _PAIR_NAMES[kind]
-    _expr_arg(x, name)
-    _expr_arg(y, name)
+    expr_arg(x, name)
+    expr_arg(y, name)
     cdef int nid = node2(OP_PAIRLOSS, x, y)
     g_node(nid).ia[0] = kind
     g_node(nid).fa[0] = c
@@ -431,7 +359,7 @@ def binary_log_loss(x, y):
 
 
 def huber_distance(x, y, c=1.345):
-    cdef double cv = _number(c, "huber_distance", "c")
+    cdef double cv = number_arg(c, "huber_distance", "c")
     if not cv > 0:
         raise ValueError("huber_distance: c must be > 0, got %r" % (c,))
     return _pairloss(HUBER, x, y, cv)
@@ -483,7 +411,7 @@ cdef int OP_POISSON = register_op("poisson_loss", _shape_poisson, fwd_poisson, b
 
 
 def poisson_loss(log_lambda, x, double lgamma_x1):
-    _expr_arg(log_lambda, "poisson_loss")
+    expr_arg(log_lambda, "poisson_loss")
     cdef int nid = node1(OP_POISSON, log_lambda)
     g_node(nid).fa[0] = x
     g_node(nid).fa[1] = lgamma_x1
@@ -498,7 +426,7 @@ cdef int _shape_prl(Graph* g, Node* n) except -1:
         raise ValueError("pairwise_rank_loss: x and y must be scalars or row vectors {1,n} of the same "
                          "dimensions, got %s and %s" % (dim_str(&a.dim), dim_str(&b.dim)))
     n.dim = a.dim
-    n.dim.bd = _batch(g, n, "pairwise_rank_loss")
+    n.dim.bd = batch_rule(g, n, "pairwise_rank_loss")
     return 0
 
 
@@ -510,8 +438,8 @@ cdef void _prl_fwd(Graph* g, Node* n, real* y) noexcept nogil:
     cdef real* pb
     cdef real t, m = <real>n.fa[0]
     for k in range(n.dim.bd):
-        pa = <real*>a.v + _off(a, k, s)
-        pb = <real*>b.v + _off(b, k, s)
+        pa = <real*>a.v + batch_off(a, k, s)
+        pb = <real*>b.v + batch_off(b, k, s)
         for i in range(s):
             t = m - pa[i] + pb[i]
             y[k * s + i] = t if t > 0 else 0
@@ -524,7 +452,7 @@ cdef void _prl_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
     cdef real* pg
     cdef real* py = <real*>n.v
     for k in range(n.dim.bd):
-        pg = <real*>w.g + _off(w, k, s)
+        pg = <real*>w.g + batch_off(w, k, s)
         for i in range(s):
             if py[k * s + i] > 0:
                 if which == 0:
@@ -551,9 +479,9 @@ cdef int OP_PRL = register_op("pairwise_rank_loss", _shape_prl, fwd_prl, bwd_prl
 
 
 def pairwise_rank_loss(x, y, m=1.0):
-    _expr_arg(x, "pairwise_rank_loss")
-    _expr_arg(y, "pairwise_rank_loss")
-    cdef double mv = _number(m, "pairwise_rank_loss", "m")
+    expr_arg(x, "pairwise_rank_loss")
+    expr_arg(y, "pairwise_rank_loss")
+    cdef double mv = number_arg(m, "pairwise_rank_loss", "m")
     cdef int nid = node2(OP_PRL, x, y)
     g_node(nid).fa[0] = mv
     return finish(nid)

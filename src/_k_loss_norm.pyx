@@ -20,89 +20,17 @@ from dyn._core._graph cimport (
 from dyn._core._expr cimport node1, node2, noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
+from dyn._core._kutil cimport batch_off, batch_rule, expr_arg, g_node, indices_arg, looks_like_vector, number_arg, scalar_out
 
 cdef double LN_EPS = 1e-8        # layer_norm: g (x - mean) / (std + LN_EPS) + b
 
 # ---------------------------------------------------------------- helpers
-
-cdef inline Node* g_node(int nid) noexcept:
-    return &cg().nodes[nid]
-
-
-cdef inline long _off(Node* a, int b, long s) noexcept nogil:
-    # a batch-1 argument is shared by every output batch element
-    return b * s if a.dim.bd > 1 else 0
-
-
-cdef inline bint _is_vec(const Dim* d) noexcept nogil:
-    """DyNet's "looks like a vector": every dim after the first is 1."""
-    return dim_size(d) == d.d[0]
-
-
-cdef int _expr_arg(object x, str name) except -1:
-    # arg_id's own TypeError names the kernel, not the public op
-    if not isinstance(x, Expression):
-        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
-    return 0
-
-
-cdef int _index(object v, str name) except -1:
-    """A non-negative index that fits the index pool (an int, not a float)."""
-    try:
-        i = operator.index(v)
-    except TypeError:
-        raise TypeError("%s: indices must be integers, got %r" % (name, v)) from None
-    if i < 0 or i > 0x7fffffff:
-        raise IndexError("%s: index %d out of range" % (name, i))
-    return i
-
-
-cdef list _indices(object vs, str name, str what):
-    """Any iterable of indices (DyNet's vector[unsigned]): list, range, numpy array."""
-    try:
-        it = iter(vs)
-    except TypeError:
-        raise TypeError("%s: %s must be a sequence of indices, got %s" % (name, what, type(vs).__name__)) from None
-    v = [_index(i, name) for i in it]
-    if not v:
-        raise ValueError("%s: %s is empty" % (name, what))
-    return v
-
-
-cdef double _number(object v, str name, str what) except? -1.0:
-    if isinstance(v, (str, bytes)):
-        raise TypeError("%s: %s must be a number, got %r" % (name, what, v))
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise TypeError("%s: %s must be a number, got %r" % (name, what, v)) from None
-
-
-cdef str _dims(Graph* g, Node* n):
-    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
-
-
-cdef int _batch(Graph* g, Node* n, str name) except -1:
-    """Each argument has batch 1 or B."""
-    cdef int i, b = 1, x
-    for i in range(n.nargs):
-        x = arg(g, n, i).dim.bd
-        if x != 1:
-            if b != 1 and b != x:
-                raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
-            b = x
-    return b
 
 
 cdef int _shape_same(Graph* g, Node* n) except -1:
     n.dim = arg(g, n, 0).dim
     return 0
 
-
-cdef inline void _scalar_out(Node* n, int bd) noexcept nogil:
-    n.dim.nd = 1
-    n.dim.d[0] = 1
-    n.dim.bd = bd
 
 # ---------------------------------------------------------------- sparsemax, sparsemax_loss
 
@@ -138,7 +66,7 @@ cdef double _tau(real* z, real* x, int m) noexcept nogil:
 
 cdef int _shape_sparsemax(Graph* g, Node* n) except -1:
     cdef Node* x = arg(g, n, 0)
-    if not _is_vec(&x.dim):
+    if not looks_like_vector(&x.dim):
         raise ValueError("sparsemax: x must be a vector (every dimension after the first 1), got %s"
                          % dim_str(&x.dim))
     n.dim = x.dim
@@ -192,7 +120,7 @@ cdef int OP_SPARSEMAX = register_op("sparsemax", _shape_sparsemax, fwd_sparsemax
 
 
 def sparsemax(x):
-    _expr_arg(x, "sparsemax")
+    expr_arg(x, "sparsemax")
     return finish(node1(OP_SPARSEMAX, x))
 
 
@@ -200,14 +128,14 @@ cdef int _shape_spmloss(Graph* g, Node* n) except -1:
     cdef Node* x = arg(g, n, 0)
     cdef int k, m = x.dim.d[0]
     cdef int* v = idx(g, n)
-    if not _is_vec(&x.dim):
+    if not looks_like_vector(&x.dim):
         raise ValueError("sparsemax_loss: x must be a vector (every dimension after the first 1), got %s"
                          % dim_str(&x.dim))
     for k in range(n.nidx):
         if v[k] >= m:
             raise IndexError("sparsemax_loss: target index %d out of range for x of dim %s"
                              % (v[k], dim_str(&x.dim)))
-    _scalar_out(n, x.dim.bd)
+    scalar_out(n, x.dim.bd)
     n.naux = 2 * <long>dim_total(&x.dim)     # sort scratch, then sparsemax(x) for backward
     return 0
 
@@ -277,8 +205,8 @@ cdef int OP_SPMLOSS = register_op("sparsemax_loss", _shape_spmloss, fwd_spmloss,
 
 
 def sparsemax_loss(x, target_support):
-    _expr_arg(x, "sparsemax_loss")
-    v = _indices(target_support, "sparsemax_loss", "target_support")
+    expr_arg(x, "sparsemax_loss")
+    v = indices_arg(target_support, "sparsemax_loss", "target_support")
     # |q|^2 for q = (count of j in the list) / len(list): 1 / len for distinct targets
     counts = {}
     for i in v:
@@ -294,11 +222,11 @@ def sparsemax_loss(x, target_support):
 cdef int _shape_csm(Graph* g, Node* n) except -1:
     cdef Node* x = arg(g, n, 0)
     cdef Node* u = arg(g, n, 1)
-    if not _is_vec(&x.dim) or not dim_eq_nobatch(&x.dim, &u.dim):
+    if not looks_like_vector(&x.dim) or not dim_eq_nobatch(&x.dim, &u.dim):
         raise ValueError("constrained_softmax: x and the bounds y must be vectors of the same dimensions, "
                          "got %s and %s" % (dim_str(&x.dim), dim_str(&u.dim)))
     n.dim = x.dim
-    n.dim.bd = _batch(g, n, "constrained_softmax")
+    n.dim.bd = batch_rule(g, n, "constrained_softmax")
     return 0
 
 
@@ -317,8 +245,8 @@ cdef void _csm_fwd(Graph* g, Node* n, real* y) noexcept nogil:
     cdef real mx
     cdef double U, E, s
     for b in range(n.dim.bd):
-        px = <real*>x.v + _off(x, b, m)
-        pu = <real*>u.v + _off(u, b, m)
+        px = <real*>x.v + batch_off(x, b, m)
+        pu = <real*>u.v + batch_off(u, b, m)
         py = y + b * m
         mk = <real*>n.aux + b * m
         mx = px[0]
@@ -366,7 +294,7 @@ cdef void _csm_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
         py = <real*>n.v + b * m
         gb = gy + b * m
         mk = <real*>n.aux + b * m
-        pg = <real*>w.g + _off(w, b, m)
+        pg = <real*>w.g + batch_off(w, b, m)
         S = 0
         R = 0
         for i in range(m):
@@ -400,8 +328,8 @@ cdef int OP_CSM = register_op("constrained_softmax", _shape_csm, fwd_csm, bwd_cs
 
 
 def constrained_softmax(x, y):
-    _expr_arg(x, "constrained_softmax")
-    _expr_arg(y, "constrained_softmax")
+    expr_arg(x, "constrained_softmax")
+    expr_arg(y, "constrained_softmax")
     return finish(node2(OP_CSM, x, y))
 
 # ---------------------------------------------------------------- layer_norm
@@ -412,7 +340,7 @@ cdef int _shape_ln(Graph* g, Node* n) except -1:
         raise ValueError("layer_norm: g and b must have the dimensions of x, got x %s, g %s, b %s"
                          % (dim_str(&x.dim), dim_str(&arg(g, n, 1).dim), dim_str(&arg(g, n, 2).dim)))
     n.dim = x.dim
-    n.dim.bd = _batch(g, n, "layer_norm")
+    n.dim.bd = batch_rule(g, n, "layer_norm")
     return 0
 
 
@@ -440,9 +368,9 @@ cdef void _ln_fwd(Graph* g, Node* n, real* y) noexcept nogil:
     cdef real* pb
     cdef double mu, sd, inv
     for k in range(n.dim.bd):
-        px = <real*>x.v + _off(x, k, s)
-        pg = <real*>ga.v + _off(ga, k, s)
-        pb = <real*>be.v + _off(be, k, s)
+        px = <real*>x.v + batch_off(x, k, s)
+        pg = <real*>ga.v + batch_off(ga, k, s)
+        pb = <real*>be.v + batch_off(be, k, s)
         _moments(px, s, &mu, &sd)
         inv = 1.0 / (sd + LN_EPS)
         for i in range(s):
@@ -461,9 +389,9 @@ cdef void _ln_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
     cdef real* gk
     cdef double mu, sd, inv, sh, c, t
     for k in range(n.dim.bd):
-        px = <real*>x.v + _off(x, k, s)
-        pg = <real*>ga.v + _off(ga, k, s)
-        pw = <real*>w.g + _off(w, k, s)
+        px = <real*>x.v + batch_off(x, k, s)
+        pg = <real*>ga.v + batch_off(ga, k, s)
+        pw = <real*>w.g + batch_off(w, k, s)
         gk = gy + k * s
         if which == 2:
             for i in range(s):
@@ -507,7 +435,7 @@ cdef int OP_LN = register_op("layer_norm", _shape_ln, fwd_ln, bwd_ln)
 
 def layer_norm(x, g, b):
     for e in (x, g, b):
-        _expr_arg(e, "layer_norm")
+        expr_arg(e, "layer_norm")
     return finish(noden(OP_LN, [x, g, b], "layer_norm"))
 
 # ---------------------------------------------------------------- weight_norm
@@ -519,7 +447,7 @@ cdef int _shape_wn(Graph* g, Node* n) except -1:
         raise ValueError("weight_norm: g must have a single element, got %s (w is %s)"
                          % (dim_str(&gn.dim), dim_str(&w.dim)))
     n.dim = w.dim
-    n.dim.bd = _batch(g, n, "weight_norm")
+    n.dim.bd = batch_rule(g, n, "weight_norm")
     return 0
 
 
@@ -538,10 +466,10 @@ cdef void _wn_fwd(Graph* g, Node* n, real* y) noexcept nogil:
     cdef real* pw
     cdef double nrm, sc
     for k in range(n.dim.bd):
-        pw = <real*>w.v + _off(w, k, s)
+        pw = <real*>w.v + batch_off(w, k, s)
         nrm = _nrm(pw, s)
         # w = 0 has no direction: the output is 0 rather than NaN
-        sc = (<real*>gn.v)[_off(gn, k, 1)] / nrm if nrm > 0 else 0
+        sc = (<real*>gn.v)[batch_off(gn, k, 1)] / nrm if nrm > 0 else 0
         for i in range(s):
             y[k * s + i] = <real>(sc * pw[i])
 
@@ -555,7 +483,7 @@ cdef void _wn_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
     cdef real* pg
     cdef double nrm, d, gv
     for k in range(n.dim.bd):
-        pw = <real*>w.v + _off(w, k, s)
+        pw = <real*>w.v + batch_off(w, k, s)
         nrm = _nrm(pw, s)
         if nrm == 0:
             continue
@@ -563,10 +491,10 @@ cdef void _wn_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
         for i in range(s):
             d += gy[k * s + i] * <double>pw[i]
         if which == 1:
-            (<real*>gn.g)[_off(gn, k, 1)] += <real>(d / nrm)
+            (<real*>gn.g)[batch_off(gn, k, 1)] += <real>(d / nrm)
             continue
-        gv = (<real*>gn.v)[_off(gn, k, 1)] / nrm
-        pg = <real*>w.g + _off(w, k, s)
+        gv = (<real*>gn.v)[batch_off(gn, k, 1)] / nrm
+        pg = <real*>w.g + batch_off(w, k, s)
         d /= nrm * nrm
         for i in range(s):
             pg[i] += <real>(gv * (gy[k * s + i] - pw[i] * d))
@@ -590,8 +518,8 @@ cdef int OP_WN = register_op("weight_norm", _shape_wn, fwd_wn, bwd_wn)
 
 
 def weight_norm(w, g):
-    _expr_arg(w, "weight_norm")
-    _expr_arg(g, "weight_norm")
+    expr_arg(w, "weight_norm")
+    expr_arg(g, "weight_norm")
     return finish(node2(OP_WN, w, g))
 
 # ---------------------------------------------------------------- flip_gradient, scale_gradient
@@ -608,7 +536,7 @@ cdef int OP_GRADSCALE = register_op("gradient_scale", _shape_same, fwd_copy, bwd
 
 
 cdef Expression _gradscale(object x, double lambd, str name):
-    _expr_arg(x, name)
+    expr_arg(x, name)
     cdef int nid = node1(OP_GRADSCALE, x)
     g_node(nid).fa[0] = lambd
     return finish(nid)
@@ -619,13 +547,13 @@ def flip_gradient(x):
 
 
 def scale_gradient(x, lambd=1.0):
-    return _gradscale(x, _number(lambd, "scale_gradient", "lambd"), "scale_gradient")
+    return _gradscale(x, number_arg(lambd, "scale_gradient", "lambd"), "scale_gradient")
 
 # ---------------------------------------------------------------- argmax
 
 cdef int _shape_argmax(Graph* g, Node* n) except -1:
     cdef Node* x = arg(g, n, 0)
-    if not _is_vec(&x.dim):
+    if not looks_like_vector(&x.dim):
         raise ValueError("argmax: x must be a vector (every dimension after the first 1), got %s"
                          % dim_str(&x.dim))
     n.dim = x.dim
@@ -662,7 +590,7 @@ cdef int OP_ARGMAX = register_op("argmax", _shape_argmax, fwd_argmax, bwd_argmax
 
 
 def argmax(x, gradient_mode):
-    _expr_arg(x, "argmax")
+    expr_arg(x, "argmax")
     if not isinstance(gradient_mode, str):
         raise TypeError("argmax: gradient_mode must be a string, got %s" % type(gradient_mode).__name__)
     if gradient_mode not in ("zero_gradient", "straight_through_gradient"):

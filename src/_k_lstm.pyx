@@ -15,6 +15,7 @@ from dyn._core._graph cimport (
 from dyn._core._expr cimport noden, node2, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
+from dyn._core._kutil cimport arg_dims, batch_ptr, expr_arg, g_node, looks_like_vector
 
 cdef extern from "_fastmath.h" nogil:
     void dyn_tanh_f32(float* y, const float* x, long n)
@@ -22,52 +23,6 @@ cdef extern from "_fastmath.h" nogil:
 
 # ---------------------------------------------------------------- helpers
 
-cdef inline Node* g_node(int nid) noexcept:
-    return &cg().nodes[nid]
-
-
-cdef str _dims(Graph* g, Node* n):
-    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
-
-
-cdef bint _is_vec(const Dim* d) noexcept nogil:
-    """DyNet's LooksLikeVector: every dim after the first is 1."""
-    cdef int k
-    for k in range(1, d.nd):
-        if d.d[k] != 1:
-            return False
-    return True
-
-
-cdef inline char* _bp(void* p, int b, int bd, long size, int isz) noexcept nogil:
-    """Batch element b of a tensor of bd elements of `size` items (bd 1 broadcasts)."""
-    return <char*>p + (<size_t>b * size * isz if bd > 1 else 0)
-
-
-cdef int _expr_arg(object x, str name) except -1:
-    if not isinstance(x, Expression):
-        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
-    return 0
-
-
-cdef void _mm(Graph* g, char ta, int m, int nb, int k, void* A, int lda, void* X, double beta,
-              void* Y) noexcept:
-    """Y (m x nb) = op(A) X + beta Y, X k x nb: gemv for one column (small-matrix loops)."""
-    if nb == 1:
-        if ta == b'N':
-            _blas.gemv(g.dtype, b'N', m, k, 1.0, A, lda, X, beta, Y)
-        else:
-            _blas.gemv(g.dtype, b'T', k, m, 1.0, A, lda, X, beta, Y)
-    else:
-        _blas.gemm(g.dtype, ta, b'N', m, nb, k, 1.0, A, lda, X, k, beta, Y, m)
-
-
-cdef void _outer_acc(Graph* g, int m, int k, int nb, void* D, void* X, void* G) noexcept:
-    """G (m x k) += D X^T for D m x nb, X k x nb (sums the batch)."""
-    if nb == 1:
-        _blas.ger(g.dtype, m, k, 1.0, D, X, G, m)
-    else:
-        _blas.gemm(g.dtype, b'N', b'T', m, k, nb, 1.0, D, m, X, k, 1.0, G, m)
 
 # ---------------------------------------------------------------- vanilla_lstm_gates
 # args: x_1..x_m, h_tm1, Wx, Wh, b [, mask_x, mask_h]
@@ -140,13 +95,13 @@ cdef int _shape_gates(Graph* g, Node* n) except -1:
     cdef Node* h = arg(g, n, m)
     for k in range(m):
         a = arg(g, n, k)
-        if not _is_vec(&a.dim):
+        if not looks_like_vector(&a.dim):
             raise ValueError("%s: x_t%s must be a vector, got %s"
                              % (name, "[%d]" % k if m > 1 else "", dim_str(&a.dim)))
         if a.dim.bd != bx:
-            raise ValueError("%s: the x_t have different batch sizes (%s)" % (name, _dims(g, n)))
+            raise ValueError("%s: the x_t have different batch sizes (%s)" % (name, arg_dims(g, n)))
         I += a.dim.d[0]
-    if not _is_vec(&h.dim):
+    if not looks_like_vector(&h.dim):
         raise ValueError("%s: h_tm1 must be a vector, got %s" % (name, dim_str(&h.dim)))
     H = h.dim.d[0]
     for k, what, cols in ((1, "Wx", I), (2, "Wh", H), (3, "b", 1)):
@@ -158,12 +113,12 @@ cdef int _shape_gates(Graph* g, Node* n) except -1:
             raise ValueError("%s: %s must not be batched (weights are shared by the batch), got %s"
                              % (name, what, dim_str(&a.dim)))
     if bx > 1 and h.dim.bd > 1 and bx != h.dim.bd:
-        raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
+        raise ValueError("%s: batch sizes differ (%s)" % (name, arg_dims(g, n)))
     B = bx if bx > h.dim.bd else h.dim.bd
     if drop:
         for k, what, size in ((4, "dropout_mask_x", I), (5, "dropout_mask_h", H)):
             a = arg(g, n, m + k)
-            if not _is_vec(&a.dim) or a.dim.d[0] != size:
+            if not looks_like_vector(&a.dim) or a.dim.d[0] != size:
                 raise ValueError("%s: %s must be a vector {%d}, got %s" % (name, what, size, dim_str(&a.dim)))
             if a.dim.bd != 1 and a.dim.bd != B:
                 raise ValueError("%s: %s must have batch size 1 or %d, got %s"
@@ -227,13 +182,13 @@ cdef void _gather(Graph* g, Node* n, Gates* L, char* buf, int first, int last, i
         for k in range(first, last):
             a = arg(g, n, k)
             s = a.dim.d[0]
-            memcpy(buf + <size_t>(b * size + off) * isz, _bp(a.v, b, a.dim.bd, s, isz), <size_t>s * isz)
+            memcpy(buf + <size_t>(b * size + off) * isz, batch_ptr(a.v, b, a.dim.bd, s, isz), <size_t>s * isz)
             off += s
         if mask != NULL:
             if g.dtype == 0:
-                _cmul_in(<float*>(buf + <size_t>b * size * isz), <float*>_bp(mask.v, b, mask.dim.bd, size, isz), size)
+                _cmul_in(<float*>(buf + <size_t>b * size * isz), <float*>batch_ptr(mask.v, b, mask.dim.bd, size, isz), size)
             else:
-                _cmul_in(<double*>(buf + <size_t>b * size * isz), <double*>_bp(mask.v, b, mask.dim.bd, size, isz),
+                _cmul_in(<double*>(buf + <size_t>b * size * isz), <double*>batch_ptr(mask.v, b, mask.dim.bd, size, isz),
                          size)
 
 
@@ -253,8 +208,8 @@ cdef void fwd_gates(Graph* g, Node* n) noexcept:
         _add_noise(g, L.bn, L.b.v, H4, n.fa[0])
     for b in range(L.B):
         memcpy(<char*>n.v + <size_t>b * H4 * L.isz, L.bn, <size_t>H4 * L.isz)
-    _mm(g, b'N', H4, L.B, L.I, L.Wxn, H4, L.X, 1.0, n.v)
-    _mm(g, b'N', H4, L.B, L.H, L.Whn, H4, L.Hp, 1.0, n.v)
+    _blas.matmul_cols(g.dtype, b'N', H4, L.B, L.I, L.Wxn, H4, L.X, 1.0, n.v)
+    _blas.matmul_cols(g.dtype, b'N', H4, L.B, L.H, L.Whn, H4, L.Hp, 1.0, n.v)
     if g.dtype == 0:
         _act(<float*>n.v, L.H, L.B)
     else:
@@ -339,31 +294,31 @@ cdef void bwd_gates(Graph* g, Node* n, int i) noexcept:
         a = arg(g, n, i)
         s = a.dim.d[0]
         if n.ia[4]:
-            _mm(g, b'T', s, L.B, H4, L.Wxn, H4, L.d, 1.0, a.g)
+            _blas.matmul_cols(g.dtype, b'T', s, L.B, H4, L.Wxn, H4, L.d, 1.0, a.g)
         else:
-            _mm(g, b'T', s, L.B, H4, L.Wxn + <size_t>off * H4 * L.isz, H4, L.d, 0.0, L.tmp)
+            _blas.matmul_cols(g.dtype, b'T', s, L.B, H4, L.Wxn + <size_t>off * H4 * L.isz, H4, L.d, 0.0, L.tmp)
             _to_arg(g, a, L.tmp, s, L.mx, L.I, off, L.B)
     elif i == L.m:              # dh = Wh^T d (times its mask)
         if n.ia[5]:
-            _mm(g, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 1.0, L.h.g)
+            _blas.matmul_cols(g.dtype, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 1.0, L.h.g)
         else:
-            _mm(g, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 0.0, L.tmp)
+            _blas.matmul_cols(g.dtype, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 0.0, L.tmp)
             _to_arg(g, L.h, L.tmp, L.H, L.mh, L.H, 0, L.B)
     elif i == L.m + 1:          # dWx = d X^T, summed over the batch
-        _outer_acc(g, H4, L.I, L.B, L.d, L.X, L.Wx.g)
+        _blas.outer_acc(g.dtype, H4, L.I, L.B, L.d, L.X, L.Wx.g)
     elif i == L.m + 2:
-        _outer_acc(g, H4, L.H, L.B, L.d, L.Hp, L.Wh.g)
+        _blas.outer_acc(g.dtype, H4, L.H, L.B, L.d, L.Hp, L.Wh.g)
     elif i == L.m + 3:
         for k in range(L.B):
             _blas.axpy(g.dtype, H4, 1.0, L.d + <size_t>k * H4 * L.isz, L.b.g)
     elif i == L.m + 4:          # masks (DyNet gives them none): d mask_x = x * (Wx^T d)
-        _mm(g, b'T', L.I, L.B, H4, L.Wxn, H4, L.d, 0.0, L.tmp)
+        _blas.matmul_cols(g.dtype, b'T', L.I, L.B, H4, L.Wxn, H4, L.d, 0.0, L.tmp)
         for k in range(L.m):
             a = arg(g, n, k)
             _to_mask(g, L.mx, L.tmp, L.I, a, off, a.dim.d[0], L.B)
             off += a.dim.d[0]
     else:
-        _mm(g, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 0.0, L.tmp)
+        _blas.matmul_cols(g.dtype, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 0.0, L.tmp)
         _to_mask(g, L.mh, L.tmp, L.H, L.h, 0, L.H, L.B)
 
 
@@ -385,7 +340,7 @@ cdef Expression _gates(list xs, object h, object Wx, object Wh, object b, object
     cdef str name = _gname(flags)
     args = xs + [h, Wx, Wh, b] + ([mx, mh] if flags & DROP else [])
     for e in args:
-        _expr_arg(e, name)
+        expr_arg(e, name)
     try:
         sd = float(std)
     except (TypeError, ValueError):
@@ -428,11 +383,11 @@ cdef int _shape_ch(Graph* g, Node* n) except -1:
     cdef Node* gt = arg(g, n, 1)
     cdef str name = "vanilla_lstm_c" if n.ia[0] == CELL else "vanilla_lstm_h"
     cdef str cname = "c_tm1" if n.ia[0] == CELL else "c_t"
-    if not _is_vec(&c.dim) or not _is_vec(&gt.dim) or gt.dim.d[0] != 4 * c.dim.d[0]:
+    if not looks_like_vector(&c.dim) or not looks_like_vector(&gt.dim) or gt.dim.d[0] != 4 * c.dim.d[0]:
         raise ValueError("%s: %s must be a vector {H} and gates_t a vector {4H}, got %s"
-                         % (name, cname, _dims(g, n)))
+                         % (name, cname, arg_dims(g, n)))
     if c.dim.bd != gt.dim.bd:
-        raise ValueError("%s: %s and gates_t must have the same batch size, got %s" % (name, cname, _dims(g, n)))
+        raise ValueError("%s: %s and gates_t must have the same batch size, got %s" % (name, cname, arg_dims(g, n)))
     n.dim = c.dim
     if n.ia[0] == HIDDEN:
         n.naux = dim_size(&c.dim) * c.dim.bd
@@ -522,8 +477,8 @@ cdef int OP_CH = register_op("vanilla_lstm_c_h", _shape_ch, fwd_ch, bwd_ch)
 
 
 cdef Expression _ch(object c, object gates, int kind, str name):
-    _expr_arg(c, name)
-    _expr_arg(gates, name)
+    expr_arg(c, name)
+    expr_arg(gates, name)
     cdef int nid = node2(OP_CH, c, gates)
     g_node(nid).ia[0] = kind
     return finish(nid)

@@ -10,6 +10,7 @@ from dyn._core._graph cimport (
     Graph, Node, cg, register_op, dim_size, dim_total, dim_str, arg, dim_eq_nobatch, F_NG, F_CONST)
 from dyn._core._expr cimport node1, node2, noden, finish, Expression
 from dyn._core._bcast cimport real
+from dyn._core._kutil cimport expr_arg, number_arg
 
 cdef enum:
     SQRT, ABS, SQUARE, CUBE, ERF, SIN, COS, TAN, ASIN, ACOS, ATAN, SINH, COSH, ASINH, ACOSH, ATANH,
@@ -263,28 +264,11 @@ cdef void bwd_unary(Graph* g, Node* n, int i) noexcept:
 cdef int OP_UNARY = register_op("math_unary", _shape_unary, fwd_unary, bwd_unary)
 
 
-cdef inline int _expr_arg(object x, str name) except -1:
-    # arg_id's own TypeError names the shared node, not the op the user called
-    if not isinstance(x, Expression):
-        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
-    return 0
-
-
-cdef double _number(object v, str what, str name) except? -1:
-    # a C double conversion, as DyNet's `float alpha`: numbers yes, strings no
-    cdef double d
-    try:
-        d = v
-        return d
-    except TypeError:
-        raise TypeError("%s: %s must be a number, got %r" % (name, what, v)) from None
-
-
 def unary(x, int kind, a=0.0):
     """The node for kind (an index in NAMES); a is elu's alpha or silu's beta."""
     name = NAMES[kind]
-    _expr_arg(x, name)
-    cdef double av = _number(a, "alpha" if kind == ELU else "beta", name) if kind in (ELU, SILU) else 0
+    expr_arg(x, name)
+    cdef double av = number_arg(a, name, "alpha" if kind == ELU else "beta") if kind in (ELU, SILU) else 0
     cdef int nid = node1(OP_UNARY, x)
     cdef Node* n = &cg().nodes[nid]
     n.ia[0] = kind
@@ -296,7 +280,7 @@ def unary(x, int kind, a=0.0):
 def rounding(x, int kind, gradient_mode):
     """round/ceil/floor; gradient_mode 'zero_gradient' or 'straight_through_gradient'."""
     name = NAMES[kind]
-    _expr_arg(x, name)
+    expr_arg(x, name)
     if gradient_mode == "straight_through_gradient":
         straight = 1
     elif gradient_mode == "zero_gradient":
@@ -368,8 +352,8 @@ cdef int OP_BMINMAX = register_op("bminmax", _shape_bminmax, fwd_bminmax, bwd_bm
 
 def bminmax(x, y, bint mx):
     cdef str name = "bmax" if mx else "bmin"
-    _expr_arg(x, name)
-    _expr_arg(y, name)
+    expr_arg(x, name)
+    expr_arg(y, name)
     cdef int nid = node2(OP_BMINMAX, x, y)
     cg().nodes[nid].ia[0] = mx
     return finish(nid)
@@ -437,7 +421,7 @@ def elist(xs, bint mx):
     if not isinstance(xs, list):      # DyNet types it `list xs`
         raise TypeError("%s: expected a list of expressions, got %s" % (name, type(xs).__name__))
     for x in xs:
-        _expr_arg(x, name)
+        expr_arg(x, name)
     cdef int nid = noden(OP_ELIST, xs, name)
     cg().nodes[nid].ia[0] = mx
     return finish(nid)

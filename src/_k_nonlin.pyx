@@ -14,6 +14,7 @@ from dyn._core._graph cimport (
 from dyn._core._expr cimport node1, noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
+from dyn._core._kutil cimport batch_rule, expr_arg, g_node, index_arg
 
 cdef extern from "_fastmath.h" nogil:
     # vectorisable float32 tanh/logistic (about 2 ulp; glibc's are scalar)
@@ -53,41 +54,6 @@ cdef inline real _tanh(real x) noexcept nogil:
         return <float>(t if x >= 0 else -t)
     else:
         return tanh(x)
-
-
-cdef inline Node* g_node(int nid) noexcept:
-    return &cg().nodes[nid]
-
-
-cdef inline int _expr_arg(object x, str name) except -1:
-    # arg_id's own TypeError does not name the op; check here so it does
-    if not isinstance(x, Expression):
-        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
-    return 0
-
-
-cdef int _index(object v, str name) except -1:
-    """A non-negative index that fits the index pool (an int, not a float)."""
-    try:
-        i = operator.index(v)
-    except TypeError:
-        raise TypeError("%s: indices must be integers, got %r" % (name, v)) from None
-    if i < 0 or i > 0x7fffffff:
-        raise IndexError("%s: index %d out of range" % (name, i))
-    return i
-
-
-cdef int _batch(Graph* g, Node* n, str name) except -1:
-    """Each argument has batch 1 or B."""
-    cdef int i, b = 1, x
-    for i in range(n.nargs):
-        x = arg(g, n, i).dim.bd
-        if x != 1:
-            if b != 1 and b != x:
-                raise ValueError("%s: batch sizes differ (%s)" % (
-                    name, ", ".join([dim_str(&arg(g, n, k).dim) for k in range(n.nargs)])))
-            b = x
-    return b
 
 
 cdef int _shape_same(Graph* g, Node* n) except -1:
@@ -163,7 +129,7 @@ cdef tuple _UNARY_NAMES = ("tanh", "logistic", "rectify", "exp", "log")
 
 
 cdef Expression _unary(object x, int kind):
-    _expr_arg(x, _UNARY_NAMES[kind])
+    expr_arg(x, _UNARY_NAMES[kind])
     cdef int nid = node1(OP_UNARY, x)
     g_node(nid).ia[0] = kind
     return finish(nid)
@@ -293,7 +259,7 @@ cdef int OP_LOGSOFTMAX = register_op("log_softmax", _shape_sm, fwd_sm, bwd_sm)
 
 
 def softmax(x, d=0):
-    _expr_arg(x, "softmax")
+    expr_arg(x, "softmax")
     try:
         d = operator.index(d)
     except TypeError:
@@ -365,7 +331,7 @@ cdef int OP_RLOGSOFTMAX = register_op("restricted_log_softmax", _shape_rlsm, fwd
 
 
 def log_softmax(x, restrict=None):
-    _expr_arg(x, "log_softmax")
+    expr_arg(x, "log_softmax")
     cdef int nid
     if restrict is None:
         nid = node1(OP_LOGSOFTMAX, x)
@@ -377,7 +343,7 @@ def log_softmax(x, restrict=None):
     if not restrict:
         raise ValueError("log_softmax: restrict is an empty list")
     # a set of entries: a repeated index would count twice in the normaliser
-    v = sorted(set([_index(i, "log_softmax") for i in restrict]))
+    v = sorted(set([index_arg(i, "log_softmax") for i in restrict]))
     nid = node1(OP_RLOGSOFTMAX, x)
     set_indices(nid, v)
     return finish(nid)
@@ -392,7 +358,7 @@ cdef int _shape_lse(Graph* g, Node* n) except -1:
             raise ValueError("logsumexp: all expressions must have the same dimensions, got %s"
                              % ", ".join([dim_str(&arg(g, n, k).dim) for k in range(n.nargs)]))
     n.dim = a.dim
-    n.dim.bd = _batch(g, n, "logsumexp")
+    n.dim.bd = batch_rule(g, n, "logsumexp")
     return 0
 
 
@@ -557,8 +523,8 @@ cdef int OP_PNLS = register_op("pickneglogsoftmax", _shape_pnls, fwd_pnls, bwd_p
 
 
 def pickneglogsoftmax(x, v):
-    _expr_arg(x, "pickneglogsoftmax")
-    cdef int i = _index(v, "pickneglogsoftmax")
+    expr_arg(x, "pickneglogsoftmax")
+    cdef int i = index_arg(v, "pickneglogsoftmax")
     cdef int nid = node1(OP_PNLS, x)
     g_node(nid).ia[0] = 0
     set_indices(nid, [i])
@@ -566,13 +532,13 @@ def pickneglogsoftmax(x, v):
 
 
 def pickneglogsoftmax_batch(x, vs):
-    _expr_arg(x, "pickneglogsoftmax_batch")
+    expr_arg(x, "pickneglogsoftmax_batch")
     try:
         it = iter(vs)
     except TypeError:
         raise TypeError("pickneglogsoftmax_batch: vs must be a sequence of indices, got %s"
                         % type(vs).__name__) from None
-    v = [_index(i, "pickneglogsoftmax_batch") for i in it]
+    v = [index_arg(i, "pickneglogsoftmax_batch") for i in it]
     if not v:
         raise ValueError("pickneglogsoftmax_batch: vs is empty (one index per batch element needed)")
     cdef int nid = node1(OP_PNLS, x)
@@ -621,7 +587,7 @@ cdef int OP_DROPOUT = register_op("dropout", _shape_same, fwd_drop, bwd_drop, 1)
 
 
 def dropout(x, p):
-    _expr_arg(x, "dropout")
+    expr_arg(x, "dropout")
     try:
         p = float(p)
     except (TypeError, ValueError):
@@ -660,7 +626,7 @@ cdef int OP_NOISE = register_op("noise", _shape_same, fwd_noise, bwd_identity)
 
 
 def noise(x, stddev):
-    _expr_arg(x, "noise")
+    expr_arg(x, "noise")
     try:
         stddev = float(stddev)
     except (TypeError, ValueError):
@@ -685,7 +651,7 @@ cdef int OP_NOBACKPROP = register_op("nobackprop", _shape_same, fwd_copy, bwd_no
 
 
 def nobackprop(x):
-    _expr_arg(x, "nobackprop")
+    expr_arg(x, "nobackprop")
     cdef int nid = node1(OP_NOBACKPROP, x)
     # not on any path to a parameter, so backward skips it and what feeds it
     g_node(nid).flags = (g_node(nid).flags & ~F_NG) | F_CONST

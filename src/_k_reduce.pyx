@@ -21,6 +21,7 @@ from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_total, dim_str, arg, op_name)
 from dyn._core._expr cimport node1, finish, Expression
 from dyn._core._bcast cimport real, _ext
+from dyn._core._kutil cimport expr_arg
 
 # what is accumulated per output (ia[0])
 cdef enum:
@@ -475,12 +476,6 @@ cdef int OP_FOLD = register_op("fold_rows", _shape_fold, fwd_red, bwd_red)
 # dim outside 0..6, a repeated dim) goes to ia[3] / fa[1] for the shape rule,
 # which knows the Dim to put in the message.
 
-cdef inline int _expr_arg(object x, str name) except -1:
-    # arg_id's own TypeError does not name the op
-    if not isinstance(x, Expression):
-        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
-    return 0
-
 
 cdef long _int(object v, str name, str what, long lo) except? -1:
     """An int-like (not a float) >= lo that fits a C int."""
@@ -543,7 +538,7 @@ cdef Expression _reduction(int op, object x, list dims, bint alldims, bint batch
 
 
 def sum_dim(x, d, b=False, n=0):
-    _expr_arg(x, "sum_dim")
+    expr_arg(x, "sum_dim")
     _check_list(d, OP_SUM_DIM)
     return _reduction(OP_SUM_DIM, x, d, False, b, K_SUM, 1, False, 0)
 
@@ -551,7 +546,7 @@ def sum_dim(x, d, b=False, n=0):
 def moment_dim(x, d, r, b, n=0, bint mean=False):
     cdef str name = "mean_dim" if mean else "moment_dim"
     cdef int op = OP_MEAN_DIM if mean else OP_MOMENT_DIM
-    _expr_arg(x, name)
+    expr_arg(x, name)
     _check_list(d, op)
     r = _int(r, name, "r", 1)
     n = _int(n, name, "n", 0)
@@ -559,50 +554,50 @@ def moment_dim(x, d, r, b, n=0, bint mean=False):
 
 
 def std_dim(x, d, b):
-    _expr_arg(x, "std_dim")
+    expr_arg(x, "std_dim")
     _check_list(d, OP_STD_DIM)
     return _reduction(OP_STD_DIM, x, d, False, b, K_STD, 1, False, 0)
 
 
 def moment_elems(x, r, bint mean=False):
     cdef str name = "mean_elems" if mean else "moment_elems"
-    _expr_arg(x, name)
+    expr_arg(x, name)
     r = _int(r, name, "r", 1)
     return _reduction(OP_MEAN_ELEMS if mean else OP_MOMENT_ELEMS, x, [], True, False,
                       K_SUM if r == 1 else K_POW, r, True, 0)
 
 
 def std_elems(x):
-    _expr_arg(x, "std_elems")
+    expr_arg(x, "std_elems")
     return _reduction(OP_STD_ELEMS, x, [], True, False, K_STD, 1, False, 0)
 
 
 def moment_batches(x, r, bint mean=False):
     cdef str name = "mean_batches" if mean else "moment_batches"
-    _expr_arg(x, name)
+    expr_arg(x, name)
     r = _int(r, name, "r", 1)
     return _reduction(OP_MEAN_BATCHES if mean else OP_MOMENT_BATCHES, x, [], False, True,
                       K_SUM if r == 1 else K_POW, r, True, 0)
 
 
 def std_batches(x):
-    _expr_arg(x, "std_batches")
+    expr_arg(x, "std_batches")
     return _reduction(OP_STD_BATCHES, x, [], False, True, K_STD, 1, False, 0)
 
 
 def max_dim(x, d, bint mn=False):
-    _expr_arg(x, "min_dim" if mn else "max_dim")
+    expr_arg(x, "min_dim" if mn else "max_dim")
     return _reduction(OP_MIN_DIM if mn else OP_MAX_DIM, x, [d], False, False, K_MIN if mn else K_MAX,
                       1, False, 0)
 
 
 def logsumexp_dim(x, d):
-    _expr_arg(x, "logsumexp_dim")
+    expr_arg(x, "logsumexp_dim")
     return _reduction(OP_LSE_DIM, x, [d], False, False, K_LSE, 1, False, 0)
 
 
 def fold_rows(x, nrows):
-    _expr_arg(x, "fold_rows")
+    expr_arg(x, "fold_rows")
     nrows = _int(nrows, "fold_rows", "nrows", 1)
     return _reduction(OP_FOLD, x, [], False, False, K_SUM, nrows, False, 0)
 
@@ -698,7 +693,7 @@ cdef int OP_CUMSUM = register_op("cumsum", _shape_cumsum, fwd_cumsum, bwd_cumsum
 
 
 def cumsum(x, d):
-    _expr_arg(x, "cumsum")
+    expr_arg(x, "cumsum")
     cdef int dd = _dim_arg(d, OP_CUMSUM)
     cdef int nid = node1(OP_CUMSUM, x)
     cg().nodes[nid].ia[0] = dd
@@ -790,7 +785,7 @@ cdef int OP_KMAX = register_op("kmax_pooling", _shape_kmax, fwd_kmax, bwd_kmax)
 
 
 def kmax_pooling(x, k, d):
-    _expr_arg(x, "kmax_pooling")
+    expr_arg(x, "kmax_pooling")
     k = _int(k, "kmax_pooling", "k", 1)
     cdef int dd = _dim_arg(d, OP_KMAX)
     cdef int nid = node1(OP_KMAX, x)

@@ -18,6 +18,7 @@ from dyn._core._graph cimport (
 from dyn._core._expr cimport node1, node2, noden, finish, Expression
 from dyn._core._bcast cimport real, _ext
 from dyn._core cimport _blas
+from dyn._core._kutil cimport arg_dims
 
 # Names for messages: one kernel serves several public ops (code in ia[3]).
 cdef tuple NAMES = ("pick", "pick_batch", "select_rows", "select_cols", "pick_range",
@@ -43,10 +44,6 @@ cdef inline void _move(real* dst, real* src, long m, bint acc) noexcept nogil:
     else:
         for q in range(m):
             dst[q] = src[q]
-
-
-cdef str _dims(Graph* g, Node* n):
-    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
 
 
 cdef inline Node* _node(int nid) noexcept:
@@ -286,11 +283,11 @@ cdef int _shape_cat(Graph* g, Node* n) except -1:
         for j in range(MAXD):
             if j != k and _ext(&a.dim, j) != _ext(&a0.dim, j):
                 raise ValueError("%s: along dim %d every other dim must be equal, got %s"
-                                 % (name, k, _dims(g, n)))
+                                 % (name, k, arg_dims(g, n)))
         L += _ext(&a.dim, k)
         if a.dim.bd != 1:
             if b != 1 and b != a.dim.bd:
-                raise ValueError("%s: batch sizes differ (%s)" % (name, _dims(g, n)))
+                raise ValueError("%s: batch sizes differ (%s)" % (name, arg_dims(g, n)))
             b = a.dim.bd
     n.dim.nd = nd
     for j in range(nd):
@@ -362,7 +359,7 @@ cdef int _shape_catb(Graph* g, Node* n) except -1:
     for i in range(n.nargs):
         if not dim_eq_nobatch(&a0.dim, &arg(g, n, i).dim):
             raise ValueError("concatenate_to_batch: every expression must have the same "
-                             "per-example dims, got %s" % _dims(g, n))
+                             "per-example dims, got %s" % arg_dims(g, n))
         b += arg(g, n, i).dim.bd
     n.dim = a0.dim
     n.dim.bd = b
@@ -586,9 +583,9 @@ cdef int _shape_pow(Graph* g, Node* n) except -1:
     cdef Node* e = arg(g, n, 1)
     if dim_size(&e.dim) != 1:
         raise ValueError("pow: the exponent must be a single-element expression, got dims %s"
-                         % _dims(g, n))
+                         % arg_dims(g, n))
     if x.dim.bd != 1 and e.dim.bd != 1 and x.dim.bd != e.dim.bd:
-        raise ValueError("pow: batch sizes differ (%s)" % _dims(g, n))
+        raise ValueError("pow: batch sizes differ (%s)" % arg_dims(g, n))
     n.dim = x.dim
     n.dim.bd = x.dim.bd if x.dim.bd > e.dim.bd else e.dim.bd
     return 0

@@ -9,3 +9,6 @@ cdef void axpy(int dtype, int n, double alpha, void* x, void* y) noexcept nogil
 cdef void scal(int dtype, int n, double alpha, void* x) noexcept nogil
 cdef double dot(int dtype, int n, void* x, void* y) noexcept nogil
 cdef double nrm2sq(int dtype, int n, void* x) noexcept nogil
+cdef void matmul_cols(int dtype, char ta, int m, int nb, int k, void* A, int lda, void* X, double beta,
+                      void* Y) noexcept nogil
+cdef void outer_acc(int dtype, int m, int k, int nb, void* D, void* X, void* G) noexcept nogil

@@ -1,0 +1,63 @@
+# cython: language_level=3
+"""Argument checks and the batch rule shared by the kernel families."""
+import operator
+
+from dyn._core._graph cimport Graph, Node, arg, dim_str
+from dyn._core._expr cimport Expression
+
+
+cdef str arg_dims(Graph* g, Node* n):
+    """The Dims of n's arguments, for error messages."""
+    return ", ".join([dim_str(&arg(g, n, i).dim) for i in range(n.nargs)])
+
+
+cdef int batch_rule(Graph* g, Node* n, str name) except -1:
+    """The batch rule of most ops: each argument has batch 1 or B; returns B."""
+    cdef int i, b = 1, x
+    for i in range(n.nargs):
+        x = arg(g, n, i).dim.bd
+        if x != 1:
+            if b != 1 and b != x:
+                raise ValueError("%s: batch sizes differ (%s)" % (name, arg_dims(g, n)))
+            b = x
+    return b
+
+
+cdef int expr_arg(object x, str name) except -1:
+    # the core's own TypeError names the shared kernel, not the op the user called
+    if not isinstance(x, Expression):
+        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
+    return 0
+
+
+cdef int index_arg(object v, str name) except -1:
+    """A non-negative index that fits the index pool (an int, not a float)."""
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise TypeError("%s: indices must be integers, got %r" % (name, v)) from None
+    if i < 0 or i > 0x7fffffff:
+        raise IndexError("%s: index %d out of range" % (name, i))
+    return i
+
+
+cdef list indices_arg(object vs, str name, str what):
+    """Any iterable of indices (DyNet's vector[unsigned]): list, range, numpy array."""
+    try:
+        it = iter(vs)
+    except TypeError:
+        raise TypeError("%s: %s must be a sequence of indices, got %s" % (name, what, type(vs).__name__)) from None
+    v = [index_arg(i, name) for i in it]
+    if not v:
+        raise ValueError("%s: %s is empty" % (name, what))
+    return v
+
+
+cdef double number_arg(object v, str name, str what) except? -1.0:
+    """A number (as DyNet's C++ float arguments): strings are refused."""
+    if isinstance(v, (str, bytes)):
+        raise TypeError("%s: %s must be a number, got %r" % (name, what, v))
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise TypeError("%s: %s must be a number, got %r" % (name, what, v)) from None
