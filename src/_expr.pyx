@@ -501,9 +501,11 @@ cdef class ParamExpr(Expression):
             self.pnid = -1
             self.cnid = -1
         update = update and self.updated
-        if update and self.pnid >= 0:
+        # a cached node must still be this parameter's: cg_revert() may have
+        # dropped it (and another node taken its id) since it was created
+        if update and self.pnid >= 0 and _is_param_node(g, self.pnid, self):
             return self.pnid
-        if not update and self.cnid >= 0:
+        if not update and self.cnid >= 0 and _is_param_node(g, self.cnid, self):
             return self.cnid
         if self.is_lookup:
             _catch_up(self, NULL, -1)    # trainer hook: the whole table is read
@@ -579,6 +581,11 @@ cdef class ParamExpr(Expression):
         n.pyref = pyref_add(self)    # the table, for _catch_up_graph
         finish_node(nid)
         return LookupExpression._make(nid, self, update)
+
+
+cdef inline bint _is_param_node(Graph* g, int nid, ParamExpr p) noexcept:
+    return nid < g.n and g.nodes[nid].op == OP_PARAM and \
+        g.nodes[nid].ptr == <void*>(p.pool.vb + p.off * p.pool.itemsize)
 
 
 cdef int _check_row(ParamExpr p, object row) except -1:

@@ -184,3 +184,16 @@ def test_float64_precision(float64):
     with pytest.raises(TypeError, match="float64"):
         p * 2.0  # a float64 parameter in a float32 graph
     dy.set_precision("float64")
+
+
+def test_revert_drops_cached_parameter_nodes():
+    m = dy.ParameterCollection()
+    W = m.add_parameters((2, 3), init=1.0)
+    x = dy.inputVector([1.0, 2.0, 3.0])
+    dy.cg_checkpoint()
+    y = W * x  # W's node is created after the checkpoint
+    assert y.vec_value() == [6.0, 6.0]
+    dy.cg_revert()  # drops W's node
+    z = dy.inputVector([1.0, 1.0])  # takes the dropped node's id
+    y2 = W * x  # W must get a new node, not the reverted id (now z)
+    assert y2.vec_value() == [6.0, 6.0] and z.vec_value() == [1.0, 1.0]
