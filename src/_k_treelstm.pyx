@@ -1,0 +1,645 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Fused tree nodes: one graph node per tree node for the tree builders.
+
+nary_tree_lstm (Tai et al. 2015, section 3.2; DyNet's NaryTreeLSTMBuilder),
+child_sum_tree_lstm (Tai et al., section 3.1) and tree_rnn (the recursive
+network of the DyNet paper's Figure 2). A node reads its input x, the states
+of its children and the weights; all its gates come from one matrix product
+per weight matrix (one gemm for a whole batch), and its backward is fused the
+same way: the pre-activation gradients are computed once, at the first
+argument backward asks for, and every argument's gradient is a product with
+them.
+
+Children are vectors [h; c] ({2H}; tree_rnn: h, {H}); the output is the same.
+In the positional (N-ary) cells child j uses the weight block e_j = min(j, N-1)
+(DyNet: extra children share the last block), so the block inputs are the sums
+hc_m = sum over the children with e_j = m of h_j, and only the blocks of the
+P = min(#children, N) present positions (a prefix) take part in the products.
+
+Gate rows of the N-ary LSTM: [i; o; u; f_0 .. f_{N-1}] ((3 + N) H); of the
+child-sum LSTM: [i; o; u; f] (4H).
+"""
+from libc.math cimport exp, tanh
+from libc.string cimport memcpy, memset
+from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_str, arg
+from dyn._core._expr cimport node1, noden, finish, Expression
+from dyn._core._bcast cimport real
+from dyn._core cimport _blas
+
+cdef extern from "_fastmath.h" nogil:
+    void dyn_tanh_f32(float* y, const float* x, long n)
+    void dyn_logistic_f32(float* y, const float* x, long n)
+
+_NAMES = ("nary_tree_lstm", "tree_rnn", "child_sum_tree_lstm")
+
+cdef int OP_W = -1    # tree_weights (src/_k_treeweights.pyx): the weight products are deferred to it
+
+cdef inline char* _bp(void* p, int b, int bd, long size, int isz) noexcept nogil:
+    """Batch element b of a tensor of bd elements of `size` items (bd 1 broadcasts)."""
+    return <char*>p + (<size_t>b * size * isz if bd > 1 else 0)
+
+
+cdef inline int _pos(int j, int N) noexcept nogil:
+    return j if j < N else N - 1
+
+
+cdef inline int _rows(int mode, int H, int P) noexcept nogil:
+    if mode == NARY:
+        return (3 + P) * H
+    if mode == RNN:
+        return H
+    return 4 * H
+
+
+cdef void _layout(Graph* g, Node* n, Lay* L) noexcept:
+    cdef int k = 2, B = n.dim.bd, isz = g.itemsize
+    cdef size_t q, pm
+    L.n = n
+    L.mode = n.ia[0]
+    L.hx = n.ia[1]
+    L.huc = n.ia[2]
+    L.I = n.ia[3]
+    L.H = n.ia[4]
+    L.N = n.ia[5]
+    L.B = B
+    L.isz = isz
+    L.U = arg(g, n, 0)
+    L.b = arg(g, n, 1)
+    L.Wx = L.x = L.Uc = NULL
+    if L.hx:
+        L.Wx = arg(g, n, 2)
+        L.x = arg(g, n, 3)
+        k = 4
+    if L.huc:
+        L.Uc = arg(g, n, k)
+        k += 1
+    L.c0 = k
+    L.p = n.nargs - k
+    L.P = L.p if L.p < L.N else L.N
+    L.Rt = L.U.dim.d[0]
+    L.R = _rows(L.mode, L.H, L.P)
+    L.K = L.P * L.H if L.mode != CSUM else (L.H if L.p > 0 else 0)
+    q = <size_t>B * isz
+    pm = L.p if L.mode == CSUM else 0
+    L.X = <char*>n.aux
+    L.HC = L.X + L.I * q
+    L.CC = L.HC + L.K * q
+    L.HM = L.CC + (L.K if L.huc else 0) * q
+    L.A = L.HM + L.H * pm * q
+    L.F = L.A + L.R * q
+    L.T = L.F + L.H * pm * q
+    L.D = L.T + L.H * q
+    L.DF = L.D + L.R * q
+    L.DC = L.DF + L.H * pm * q
+    L.S = L.DC + L.H * q
+
+
+cdef long _naux(int mode, int huc, int I, int H, int p, int P, int B) noexcept:
+    cdef long K = P * H if mode != CSUM else (H if p > 0 else 0)
+    cdef long R = _rows(mode, H, P)
+    cdef long pm = p if mode == CSUM else 0
+    cdef long mx = I if I > H else H
+    return <long>B * (I + K + (K if huc else 0) + H * pm + R + H * pm + H + R + H * pm + H + mx)
+
+# ---------------------------------------------------------------- BLAS with leading dimensions
+
+cdef void _gm(Graph* g, char ta, int m, int n, int k, void* A, int lda, void* X, int ldx, double beta,
+              void* Y, int ldy) noexcept:
+    """Y (m x n, ld ldy) = op(A) X + beta Y with X k x n (ld ldx): gemv for one column."""
+    if m <= 0 or n <= 0 or k <= 0:    # never with beta 0: every caller has k > 0 then
+        return
+    if n == 1:
+        if ta == b'N':
+            _blas.gemv(g.dtype, b'N', m, k, 1.0, A, lda, X, beta, Y)
+        else:
+            _blas.gemv(g.dtype, b'T', k, m, 1.0, A, lda, X, beta, Y)
+    else:
+        _blas.gemm(g.dtype, ta, b'N', m, n, k, 1.0, A, lda, X, ldx, beta, Y, ldy)
+
+
+cdef void _outer(Graph* g, int m, int k, int n, void* D, int ldd, void* X, int ldx, void* G,
+                 int ldg) noexcept:
+    """G (m x k, ld ldg) += D X^T for D m x n (ld ldd) and X k x n (ld ldx): the batch is summed."""
+    if m <= 0 or k <= 0:
+        return
+    if n == 1:
+        _blas.ger(g.dtype, m, k, 1.0, D, X, G, ldg)
+    else:
+        _blas.gemm(g.dtype, b'N', b'T', m, k, n, 1.0, D, ldd, X, ldx, 1.0, G, ldg)
+
+# ---------------------------------------------------------------- elementwise pieces
+
+
+cdef void _sigm(real* y, long m) noexcept nogil:
+    cdef long i
+    if real is float:
+        dyn_logistic_f32(y, y, m)
+    else:
+        for i in range(m):
+            y[i] = 1 / (1 + exp(-y[i]))
+
+
+cdef void _tanh(real* y, const real* x, long m) noexcept nogil:
+    cdef long i
+    if real is float:
+        dyn_tanh_f32(y, x, m)
+    else:
+        for i in range(m):
+            y[i] = tanh(x[i])
+
+
+cdef void _acc(real* y, const real* x, long m) noexcept nogil:
+    cdef long i
+    for i in range(m):
+        y[i] += x[i]
+
+
+cdef inline Node* _child(Graph* g, Lay* L, int j) noexcept:
+    return arg(g, L.n, L.c0 + j)
+
+
+cdef void _gather_x(Graph* g, Lay* L) noexcept:
+    cdef int b
+    for b in range(L.B):
+        memcpy(L.X + <size_t>b * L.I * L.isz, _bp(L.x.v, b, L.x.dim.bd, L.I, L.isz), <size_t>L.I * L.isz)
+
+
+cdef void _gather(Graph* g, Lay* L, real* buf, int ld, bint by_pos, int part) noexcept:
+    """buf (ld x B) = per-position sums of the children's h (part 0) or c (part 1) (by_pos;
+    else the sum of them all), zero where no child sits."""
+    cdef int j, b, m
+    cdef Node* c
+    for b in range(L.B):
+        memset(buf + <size_t>b * ld, 0, <size_t>ld * L.isz)
+    for j in range(L.p):
+        c = _child(g, L, j)
+        m = _pos(j, L.N) if by_pos else 0
+        for b in range(L.B):
+            _acc(buf + <size_t>b * ld + m * L.H, <real*>_bp(c.v, b, c.dim.bd, c.dim.d[0], L.isz) + part * L.H,
+                 L.H)
+
+
+cdef void _gather_each(Graph* g, Lay* L, real* buf) noexcept:
+    """buf (H x pB): column b*p + j = child j's h in batch element b (child-sum forget gates)."""
+    cdef int j, b
+    cdef Node* c
+    for j in range(L.p):
+        c = _child(g, L, j)
+        for b in range(L.B):
+            memcpy(buf + <size_t>(b * L.p + j) * L.H, _bp(c.v, b, c.dim.bd, c.dim.d[0], L.isz),
+                   <size_t>L.H * L.isz)
+
+
+cdef void _scatter(real* gx, int bd, int stride, int off, const real* s, int size, int B) noexcept nogil:
+    """gx[off:off+size] of each batch element (stride items apart; bd 1 sums the batch) += s (size x B)."""
+    cdef int b
+    for b in range(B):
+        _acc(gx + (<size_t>b * stride if bd > 1 else 0) + off, s + <size_t>b * size, size)
+
+
+cdef void _scatter_dc(real* gx, int bd, int H, const real* dc, const real* f, int fstride, int B) noexcept nogil:
+    """The child's c gradient (rows H..2H of its [h; c]) += dc * f (f: fstride items per batch element)."""
+    cdef int b, k
+    cdef real* px
+    for b in range(B):
+        px = gx + (<size_t>b * 2 * H if bd > 1 else 0) + H
+        for k in range(H):
+            px[k] += dc[<size_t>b * H + k] * f[<size_t>b * fstride + k]
+
+# ---------------------------------------------------------------- elementwise forward / gradients
+
+
+cdef void _cell_fwd(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T) noexcept:
+    """Gates' nonlinearities, c = i u + sum_j f_j c_j, h = o tanh(c), written to Y = [h; c]."""
+    cdef int b, j, k, H = L.H, R = L.R, p = L.p
+    cdef real fb = <real>L.n.fa[0]
+    cdef real* a
+    cdef real* y
+    cdef real* t
+    cdef real* f
+    cdef real* cc
+    cdef Node* ch
+    for b in range(L.B):
+        a = A + <size_t>b * R
+        if L.mode == RNN:
+            _tanh(a, a, H)
+            continue
+        _sigm(a, 2 * H)
+        _tanh(a + 2 * H, a + 2 * H, H)
+        if L.mode == NARY:
+            for k in range(3 * H, R):
+                a[k] += fb
+            _sigm(a + 3 * H, R - 3 * H)
+        y = Y + <size_t>b * 2 * H
+        for k in range(H):
+            y[H + k] = a[k] * a[2 * H + k]
+        for j in range(p):
+            ch = _child(g, L, j)
+            cc = <real*>_bp(ch.v, b, ch.dim.bd, 2 * H, L.isz) + H
+            if L.mode == NARY:
+                f = a + (3 + _pos(j, L.N)) * H
+            else:
+                f = Fg + <size_t>(b * p + j) * H
+                for k in range(H):
+                    f[k] += a[3 * H + k] + fb
+                _sigm(f, H)
+            for k in range(H):
+                y[H + k] += f[k] * cc[k]
+        t = T + <size_t>b * H
+        _tanh(t, y + H, H)
+        for k in range(H):
+            y[k] = a[H + k] * t[k]
+
+
+cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* GY, real* D, real* DF,
+                  real* DC) noexcept:
+    """Pre-activation gradients D (child-sum: also DF per child) and the cell's DC from the output's GY."""
+    cdef int b, j, k, H = L.H, R = L.R, p = L.p, r0
+    cdef real* a
+    cdef real* d
+    cdef real* gy
+    cdef real* t
+    cdef real* dc
+    cdef real* cc
+    cdef real* f
+    cdef real* df
+    cdef real i, o, u, tt, v
+    cdef Node* ch
+    for b in range(L.B):
+        a = A + <size_t>b * R
+        d = D + <size_t>b * R
+        if L.mode == RNN:
+            gy = GY + <size_t>b * H
+            for k in range(H):
+                d[k] = gy[k] * (1 - a[k] * a[k])
+            continue
+        gy = GY + <size_t>b * 2 * H
+        t = T + <size_t>b * H
+        dc = DC + <size_t>b * H
+        for k in range(H):
+            i = a[k]
+            o = a[H + k]
+            u = a[2 * H + k]
+            tt = t[k]
+            v = gy[H + k] + gy[k] * o * (1 - tt * tt)
+            dc[k] = v
+            d[k] = v * u * i * (1 - i)
+            d[H + k] = gy[k] * tt * o * (1 - o)
+            d[2 * H + k] = v * i * (1 - u * u)
+        memset(d + 3 * H, 0, <size_t>(R - 3 * H) * L.isz)
+        for j in range(p):
+            ch = _child(g, L, j)
+            cc = <real*>_bp(ch.v, b, ch.dim.bd, 2 * H, L.isz) + H
+            if L.mode == NARY:
+                r0 = (3 + _pos(j, L.N)) * H
+                for k in range(H):
+                    d[r0 + k] += dc[k] * cc[k]
+            else:
+                f = Fg + <size_t>(b * p + j) * H
+                df = DF + <size_t>(b * p + j) * H
+                for k in range(H):
+                    df[k] = dc[k] * cc[k] * f[k] * (1 - f[k])
+                    d[3 * H + k] += df[k]
+        if L.mode == NARY:
+            for k in range(3 * H, R):
+                d[k] *= a[k] * (1 - a[k])
+
+# ---------------------------------------------------------------- forward
+
+
+cdef void fwd_tree(Graph* g, Node* n) noexcept:
+    cdef Lay L
+    cdef int b, H, R, isz
+    cdef char* A
+    _layout(g, n, &L)
+    H = L.H
+    R = L.R
+    isz = L.isz
+    A = <char*>n.v if L.mode == RNN else L.A     # the tree RNN's h is its activated pre-activation
+    if L.hx:
+        _gather_x(g, &L)
+    if L.p:
+        if g.dtype == 0:
+            _gather(g, &L, <float*>L.HC, L.K, L.mode != CSUM, 0)
+            if L.huc:
+                _gather(g, &L, <float*>L.CC, L.K, True, 1)
+            if L.mode == CSUM:
+                _gather_each(g, &L, <float*>L.HM)
+        else:
+            _gather(g, &L, <double*>L.HC, L.K, L.mode != CSUM, 0)
+            if L.huc:
+                _gather(g, &L, <double*>L.CC, L.K, True, 1)
+            if L.mode == CSUM:
+                _gather_each(g, &L, <double*>L.HM)
+    for b in range(L.B):
+        memcpy(A + <size_t>b * R * isz, L.b.v, <size_t>R * isz)
+    if L.hx:
+        _gm(g, b'N', R, L.B, L.I, L.Wx.v, L.Rt, L.X, L.I, 1.0, A, R)
+    if L.p:
+        if L.mode == CSUM:     # i, o, u see the sum of the children's h; each f_j its own h_j
+            _gm(g, b'N', 3 * H, L.B, H, L.U.v, L.Rt, L.HC, H, 1.0, A, R)
+            _gm(g, b'N', H, L.p * L.B, H, <char*>L.U.v + <size_t>3 * H * isz, L.Rt, L.HM, H, 0.0, L.F, H)
+        else:
+            _gm(g, b'N', R, L.B, L.K, L.U.v, L.Rt, L.HC, L.K, 1.0, A, R)
+        if L.huc:              # DyNet's cell terms feed i, o and the f_m, not u
+            _gm(g, b'N', 2 * H, L.B, L.K, L.Uc.v, L.Uc.dim.d[0], L.CC, L.K, 1.0, A, R)
+            _gm(g, b'N', R - 3 * H, L.B, L.K, <char*>L.Uc.v + <size_t>2 * H * isz, L.Uc.dim.d[0], L.CC, L.K,
+                1.0, A + <size_t>3 * H * isz, R)
+    if g.dtype == 0:
+        _cell_fwd(g, &L, <float*>A, <float*>L.F, <float*>n.v, <float*>L.T)
+    else:
+        _cell_fwd(g, &L, <double*>A, <double*>L.F, <double*>n.v, <double*>L.T)
+
+# ---------------------------------------------------------------- backward
+
+
+cdef int _first_live(Graph* g, Node* n) noexcept:
+    cdef int j
+    for j in range(n.nargs):
+        if arg(g, n, j).g != NULL:
+            return j
+    return -1
+
+
+cdef void _to(Graph* g, Node* a, int off, char* s, int size, int B) noexcept:
+    if g.dtype == 0:
+        _scatter(<float*>a.g, a.dim.bd, a.dim.d[0], off, <float*>s, size, B)
+    else:
+        _scatter(<double*>a.g, a.dim.bd, a.dim.d[0], off, <double*>s, size, B)
+
+
+cdef void _child_grad(Graph* g, Lay* L, int j) noexcept:
+    cdef Node* c = _child(g, L, j)
+    cdef int H = L.H, R = L.R, isz = L.isz, m = _pos(j, L.N), UcR
+    cdef char* f
+    cdef int fstride
+    if L.mode == CSUM:          # dh_j = U_iou^T d_iou + U_f^T df_j
+        _gm(g, b'T', H, L.B, 3 * H, L.U.v, L.Rt, L.D, R, 0.0, L.S, H)
+        _gm(g, b'T', H, L.B, H, <char*>L.U.v + <size_t>3 * H * isz, L.Rt, L.DF + <size_t>j * H * isz, L.p * H,
+            1.0, L.S, H)
+        f = L.F + <size_t>j * H * isz
+        fstride = L.p * H
+    else:                       # dh_j = U_{e_j}^T d
+        _gm(g, b'T', H, L.B, R, <char*>L.U.v + <size_t>m * H * L.Rt * isz, L.Rt, L.D, R, 0.0, L.S, H)
+        f = L.A + <size_t>(3 + m) * H * isz
+        fstride = R
+    _to(g, c, 0, L.S, H, L.B)
+    if L.mode == RNN:
+        return
+    if g.dtype == 0:            # dc_j = dc f_j
+        _scatter_dc(<float*>c.g, c.dim.bd, H, <float*>L.DC, <float*>f, fstride, L.B)
+    else:
+        _scatter_dc(<double*>c.g, c.dim.bd, H, <double*>L.DC, <double*>f, fstride, L.B)
+    if L.huc:                   # dc_j += Uc_{e_j}^T d over the rows the cell terms feed
+        UcR = L.Uc.dim.d[0]
+        _gm(g, b'T', H, L.B, 2 * H, <char*>L.Uc.v + <size_t>m * H * UcR * isz, UcR, L.D, R, 0.0, L.S, H)
+        _gm(g, b'T', H, L.B, R - 3 * H, <char*>L.Uc.v + (<size_t>m * H * UcR + 2 * H) * isz, UcR,
+            L.D + <size_t>3 * H * isz, R, 1.0, L.S, H)
+        _to(g, c, H, L.S, H, L.B)
+
+
+cdef void _piece_direct(Graph* g, Lay* L, int role, int part) noexcept:
+    """One node's share of a weight gradient, G += D (its input)^T, from the node's own buffers
+    (part 1: the child-sum forget rows of U)."""
+    cdef int H = L.H, R = L.R, isz = L.isz, k
+    if role == 0 and L.mode == CSUM:
+        if L.p and part == 0:
+            _outer(g, 3 * H, H, L.B, L.D, R, L.HC, H, L.U.g, L.Rt)
+        elif L.p:
+            _outer(g, H, H, L.p * L.B, L.DF, H, L.HM, H, <char*>L.U.g + <size_t>3 * H * isz, L.Rt)
+        return
+    if part:
+        return
+    if role == 0:
+        _outer(g, R, L.K, L.B, L.D, R, L.HC, L.K, L.U.g, L.Rt)
+    elif role == 1:
+        _outer(g, R, L.I, L.B, L.D, R, L.X, L.I, L.Wx.g, L.Rt)
+    else:
+        k = L.Uc.dim.d[0]
+        _outer(g, 2 * H, L.K, L.B, L.D, R, L.CC, L.K, L.Uc.g, k)
+        _outer(g, R - 3 * H, L.K, L.B, L.D + <size_t>3 * H * isz, R, L.CC, L.K,
+               <char*>L.Uc.g + <size_t>2 * H * isz, k)
+
+
+cdef void bwd_tree(Graph* g, Node* n, int i) noexcept:
+    cdef Lay L
+    cdef int b, H, R, isz, k
+    _layout(g, n, &L)
+    H = L.H
+    R = L.R
+    isz = L.isz
+    if L.mode == RNN:
+        L.A = <char*>n.v
+    if i == _first_live(g, n):      # once per backward pass: everything else is products with D
+        if g.dtype == 0:
+            _cell_d(g, &L, <float*>L.A, <float*>L.F, <float*>n.v, <float*>L.T, <float*>n.g, <float*>L.D,
+                    <float*>L.DF, <float*>L.DC)
+        else:
+            _cell_d(g, &L, <double*>L.A, <double*>L.F, <double*>n.v, <double*>L.T, <double*>n.g,
+                    <double*>L.D, <double*>L.DF, <double*>L.DC)
+    if i == 0:                      # U
+        if L.U.op != OP_W:
+            _piece_direct(g, &L, 0, 0)
+            _piece_direct(g, &L, 0, 1)
+    elif i == 1:                    # b
+        for b in range(L.B):
+            _blas.axpy(g.dtype, R, 1.0, L.D + <size_t>b * R * isz, L.b.g)
+    elif L.hx and i == 2:           # Wx
+        if L.Wx.op != OP_W:
+            _piece_direct(g, &L, 1, 0)
+            _piece_direct(g, &L, 1, 1)
+    elif L.hx and i == 3:           # x
+        _gm(g, b'T', L.I, L.B, R, L.Wx.v, L.Rt, L.D, R, 0.0, L.S, L.I)
+        _to(g, L.x, 0, L.S, L.I, L.B)
+    elif L.huc and i == L.c0 - 1:   # Uc
+        if L.Uc.op != OP_W:
+            _piece_direct(g, &L, 2, 0)
+            _piece_direct(g, &L, 2, 1)
+    else:
+        _child_grad(g, &L, i - L.c0)
+
+# ---------------------------------------------------------------- shapes
+
+
+cdef bint _is_vec(const Dim* d) noexcept nogil:
+    cdef int k
+    for k in range(1, d.nd):
+        if d.d[k] != 1:
+            return False
+    return True
+
+
+cdef int _cols(const Dim* d) noexcept nogil:
+    return d.d[1] if d.nd > 1 else 1
+
+
+cdef int _shape_tree(Graph* g, Node* n) except -1:
+    cdef int mode = n.ia[0], hx = n.ia[1], huc = n.ia[2]
+    cdef str name = _NAMES[mode]
+    cdef Node* U = arg(g, n, 0)
+    cdef Node* a
+    cdef int Rt, KN, H, N, I = 0, k, j, c0, p, B = 1, cs
+    for k in range(n.nargs):
+        if arg(g, n, k).dim.nd > 2:
+            raise ValueError("%s: argument %d must be a vector or matrix, got %s"
+                             % (name, k, dim_str(&arg(g, n, k).dim)))
+    Rt = U.dim.d[0]
+    KN = _cols(&U.dim)
+    if mode == NARY:
+        H = (Rt - KN) // 3
+        if Rt <= KN or (Rt - KN) % 3 or KN % H:
+            raise ValueError("%s: U must be {(3+N)H, NH} for N >= 1 children positions, got %s"
+                             % (name, dim_str(&U.dim)))
+        N = KN // H
+    elif mode == RNN:
+        H = Rt
+        if KN % H:
+            raise ValueError("%s: U must be {H, NH} for N >= 1 children positions, got %s"
+                             % (name, dim_str(&U.dim)))
+        N = KN // H
+    else:
+        H = KN
+        N = 1
+        if Rt != 4 * H:
+            raise ValueError("%s: U must be {4H, H}, got %s" % (name, dim_str(&U.dim)))
+    a = arg(g, n, 1)
+    if not _is_vec(&a.dim) or a.dim.d[0] != Rt:
+        raise ValueError("%s: b must be a vector {%d} (the rows of U), got %s" % (name, Rt, dim_str(&a.dim)))
+    k = 2
+    if hx:
+        a = arg(g, n, 3)
+        if not _is_vec(&a.dim):
+            raise ValueError("%s: x must be a vector, got %s" % (name, dim_str(&a.dim)))
+        I = a.dim.d[0]
+        B = a.dim.bd
+        a = arg(g, n, 2)
+        if a.dim.d[0] != Rt or _cols(&a.dim) != I:
+            raise ValueError("%s: Wx must be {%d,%d} for U %s and x of size %d, got %s"
+                             % (name, Rt, I, dim_str(&U.dim), I, dim_str(&a.dim)))
+        k = 4
+    if huc:
+        a = arg(g, n, k)
+        if a.dim.d[0] != (2 + N) * H or _cols(&a.dim) != N * H:
+            raise ValueError("%s: Uc must be {%d,%d} for hidden size %d and N = %d, got %s"
+                             % (name, (2 + N) * H, N * H, H, N, dim_str(&a.dim)))
+        k += 1
+    for j in range(k):
+        if j != 3 or not hx:
+            a = arg(g, n, j)
+            if a.dim.bd != 1:
+                raise ValueError("%s: the weights must not be batched (they are shared by the batch), got %s"
+                                 % (name, dim_str(&a.dim)))
+    c0 = k
+    p = n.nargs - c0
+    if p == 0 and not hx:
+        raise ValueError("%s: a node needs an input x or at least one child" % name)
+    cs = H if mode == RNN else 2 * H
+    for j in range(p):
+        a = arg(g, n, c0 + j)
+        if not _is_vec(&a.dim) or a.dim.d[0] != cs:
+            raise ValueError("%s: child %d must be a vector {%d} (%s), got %s"
+                             % (name, j, cs, "h" if mode == RNN else "[h; c]", dim_str(&a.dim)))
+        if a.dim.bd > 1:
+            if B > 1 and a.dim.bd != B:
+                raise ValueError("%s: batch sizes differ: child %d has %d, expected 1 or %d"
+                                 % (name, j, a.dim.bd, B))
+            B = a.dim.bd
+    n.dim.nd = 1
+    n.dim.d[0] = cs
+    n.dim.bd = B
+    n.ia[3] = I
+    n.ia[4] = H
+    n.ia[5] = N
+    n.naux = _naux(mode, huc, I, H, p, p if p < N else N, B)
+    return 0
+
+
+cdef int OP_NARY = register_op("nary_tree_lstm", _shape_tree, fwd_tree, bwd_tree)
+cdef int OP_RNN = register_op("tree_rnn", _shape_tree, fwd_tree, bwd_tree)
+cdef int OP_CSUM = register_op("child_sum_tree_lstm", _shape_tree, fwd_tree, bwd_tree)
+
+
+cdef bint is_tree_op(int op) noexcept:
+    return op == OP_NARY or op == OP_RNN or op == OP_CSUM
+
+
+cdef void set_weights_op(int op) noexcept:
+    global OP_W
+    OP_W = op
+
+# ---------------------------------------------------------------- Python builders
+
+
+cdef int _check_expr(object e, str what, str name) except -1:
+    if not isinstance(e, Expression):
+        raise TypeError("%s: %s must be an Expression (or Parameters), got %s" % (name, what, type(e).__name__))
+    return 0
+
+
+def tree_node(int mode, x, Wx, U, b, children, Uc=None, double forget_bias=1.0):
+    """One fused tree node (see the module docstring); mode 0 N-ary LSTM, 1 RNN, 2 child-sum."""
+    cdef str name = _NAMES[mode]
+    if isinstance(children, Expression):
+        children = [children]
+    elif not isinstance(children, (list, tuple)):
+        raise TypeError("%s: children must be a list of expressions, got %s" % (name, type(children).__name__))
+    _check_expr(U, "U", name)
+    _check_expr(b, "b", name)
+    args = [U, b]
+    if x is not None:
+        _check_expr(x, "x", name)
+        _check_expr(Wx, "Wx", name)
+        args += [Wx, x]
+    if Uc is not None:
+        if mode != NARY:
+            raise ValueError("%s: Uc (cell terms) exists only for nary_tree_lstm" % name)
+        _check_expr(Uc, "Uc", name)
+        args.append(Uc)
+    for j, c in enumerate(children):
+        _check_expr(c, "child %d" % j, name)
+    args += list(children)
+    cdef int nid = noden((OP_NARY, OP_RNN, OP_CSUM)[mode], args, name)
+    cdef Node* n = &cg().nodes[nid]
+    n.ia[0] = mode
+    n.ia[1] = x is not None
+    n.ia[2] = Uc is not None
+    n.fa[0] = forget_bias
+    return finish(nid)
+
+
+# ---------------------------------------------------------------- tree_state_part: h or c of [h; c]
+
+
+cdef int _shape_part(Graph* g, Node* n) except -1:
+    cdef Node* a = arg(g, n, 0)
+    if not _is_vec(&a.dim) or a.dim.d[0] % 2:
+        raise ValueError("tree_state_part: the state must be a vector [h; c] {2H}, got %s" % dim_str(&a.dim))
+    n.dim.nd = 1
+    n.dim.d[0] = a.dim.d[0] // 2
+    n.dim.bd = a.dim.bd
+    return 0
+
+
+cdef void fwd_part(Graph* g, Node* n) noexcept:
+    cdef int b, H = n.dim.d[0], isz = g.itemsize
+    for b in range(n.dim.bd):
+        memcpy(<char*>n.v + <size_t>b * H * isz, <char*>arg(g, n, 0).v + (<size_t>(2 * b + n.ia[0]) * H) * isz,
+               <size_t>H * isz)
+
+
+cdef void bwd_part(Graph* g, Node* n, int i) noexcept:
+    cdef int b, H = n.dim.d[0], isz = g.itemsize
+    for b in range(n.dim.bd):
+        _blas.axpy(g.dtype, H, 1.0, <char*>n.g + <size_t>b * H * isz,
+                   <char*>arg(g, n, 0).g + (<size_t>(2 * b + n.ia[0]) * H) * isz)
+
+
+cdef int OP_PART = register_op("tree_state_part", _shape_part, fwd_part, bwd_part)
+
+
+def state_part(x, int part):
+    """h (part 0) or c (part 1) of a stacked state [h; c] (a pick_range without an index list)."""
+    _check_expr(x, "x", "tree_state_part")
+    cdef int nid = node1(OP_PART, x)
+    cg().nodes[nid].ia[0] = part
+    return finish(nid)
