@@ -222,7 +222,18 @@ def pick_batch(x, indices, dim=0):
 
 def select(x, dim, indices, str name):
     """The slices `indices` (in order, repeats allowed) along `dim`, kept as a dim."""
-    cdef list ix = check_indices(indices, name)
+    cdef list ix
+    if type(indices) is range:
+        # a range needs no per-element check (pick_range, slices): its smallest
+        # element bounds it below and the shape rule checks the top
+        ix = list(indices)
+        if not ix:
+            raise ValueError("%s: empty index list" % name)
+        low = min(ix[0], ix[len(ix) - 1])
+        if low < 0:
+            raise IndexError("%s: negative index %d" % (name, low))
+    else:
+        ix = check_indices(indices, name)
     return finish(_sel_node(x, check_dim(dim, name), ix, False, False, name))
 
 # ---------------------------------------------------------------- batch elements
