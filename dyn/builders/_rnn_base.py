@@ -15,16 +15,17 @@ from dyn._core import _k_rnn
 # ---------------------------------------------------------------- helpers
 
 
-def as_dim(v, what):
-    """DyNet's builders accept integral floats (BiRNNBuilder passes hidden_dim/2)."""
+def as_dim(v, what, minimum=0):
+    """An integer size >= minimum. DyNet's builders accept integral floats
+    (BiRNNBuilder passes hidden_dim/2)."""
     if isinstance(v, bool):
         raise TypeError("%s must be an integer, got %r" % (what, v))
     try:
         i = int(v)
     except (TypeError, ValueError):
         raise TypeError("%s must be an integer, got %r" % (what, v)) from None
-    if i != v or i < 0:
-        raise ValueError("%s must be a non-negative integer, got %r" % (what, v))
+    if i != v or i < minimum:
+        raise ValueError("%s must be an integer >= %d, got %r" % (what, minimum, v))
     return i
 
 

@@ -87,21 +87,9 @@ from dyn import graph as _graph
 from dyn import io as _io
 from dyn._core import _k_treelstm as _k
 from dyn._core import _k_treeweights as _kw
+from dyn.builders._rnn_base import as_dim
 
 __all__ = ["TreeState", "NaryTreeLSTMBuilder", "ChildSumTreeLSTMBuilder"]
-
-
-def as_dim(v, what, minimum=0):
-    """An integer size (integral floats accepted, as DyNet's builders do)."""
-    if isinstance(v, bool):
-        raise TypeError("%s must be an integer, got %r" % (what, v))
-    try:
-        i = int(v)
-    except (TypeError, ValueError):
-        raise TypeError("%s must be an integer, got %r" % (what, v)) from None
-    if i != v or i < minimum:
-        raise ValueError("%s must be an integer >= %d, got %r" % (what, minimum, v))
-    return i
 
 
 def check_rate(p):
