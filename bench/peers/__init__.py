@@ -1,0 +1,1 @@
+"""PyTorch (eager, CPU) peers of the benchmark tasks in bench/tasks; run only when torch is installed."""

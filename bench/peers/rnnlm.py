@@ -1,0 +1,85 @@
+"""Minibatched LSTM language model in PyTorch (peer of bench/tasks/rnnlm.py).
+
+nn.Embedding(128) -> nn.LSTM(256) -> Linear(10k), sentences sorted by length, padded, padding
+masked out of the summed loss; minibatch 1/4/16/64 (--minibatch); Adam lr 0.001, no clipping;
+--sparse: sparse embedding gradients with SparseAdam (the softmax stays dense). Dev perplexity
+in batches of 64 (not timed).
+"""
+
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from torch_common import Adam, common, torch  # noqa: E402
+
+nn = torch.nn
+F = torch.nn.functional
+
+
+class LM(nn.Module):
+    def __init__(self, nwords, wembed, hidden, sparse):
+        super().__init__()
+        self.emb = nn.Embedding(nwords, wembed, sparse=sparse)
+        self.lstm = nn.LSTM(wembed, hidden)
+        self.out = nn.Linear(hidden, nwords)
+
+    def loss(self, inp, tgt, mask):
+        h, _ = self.lstm(self.emb(inp))  # (T, B, H)
+        logits = self.out(h).flatten(0, 1)
+        nll = F.cross_entropy(logits, tgt.flatten(), reduction="none")
+        return (nll * mask.flatten()).sum()
+
+
+def to_batches(sents, size, S):
+    """Longest first, cut into minibatches; (input, target, mask, n_words) tensors, time-major."""
+    sents = sorted(sents, key=lambda s: -len(s))
+    out = []
+    for k in range(0, len(sents), size):
+        mb = sents[k : k + size]
+        T = len(mb[0])
+        tgt = [[s[i] if i < len(s) else S for s in mb] for i in range(T)]
+        inp = [[S] * len(mb)] + tgt[:-1]
+        mask = [[1.0 if i < len(s) else 0.0 for s in mb] for i in range(T)]
+        out.append((torch.tensor(inp), torch.tensor(tgt), torch.tensor(mask), sum(map(len, mb))))
+    return out
+
+
+def main(argv=None):
+    p = common.parser(__doc__.splitlines()[0])
+    p.add_argument("--minibatch", type=int, default=16)
+    p.add_argument("--wembed", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=256)
+    args = common.parse(p, argv)
+    train, dev, vw = common.ptb(args)
+    S = vw.w2i["<s>"]
+    train = [s + [S] for s in train]
+    dev = [s + [S] for s in dev]
+    model = LM(len(vw), args.wembed, args.hidden, args.sparse)
+    opt = Adam(model, args.sparse)
+    dev_batches = to_batches(dev, 64, S)
+
+    def step(mb):
+        inp, tgt, mask, n = mb
+        opt.zero_grad()
+        loss = model.loss(inp, tgt, mask)
+        loss.backward()
+        opt.step()
+        return loss.item(), n
+
+    def evaluate():
+        total = words = 0
+        with torch.no_grad():
+            for inp, tgt, mask, n in dev_batches:
+                total += model.loss(inp, tgt, mask).item()
+                words += n
+        return {"dev_ppl": math.exp(total / max(words, 1))}
+
+    return common.train_loop(
+        args, None, step, evaluate, "words", batches=to_batches(train, args.minibatch, S)
+    )
+
+
+if __name__ == "__main__":
+    main()

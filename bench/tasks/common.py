@@ -1,0 +1,271 @@
+"""Shared pieces of the benchmark tasks: data readers, vocabularies, argument parsing, timing loop.
+
+Mirrors neulab/dynet-benchmark's dynet-py scripts: the data formats (ptb text, ``word|tag``
+sentences, PTB-style sentiment trees), words seen at most 5 times mapped to an unknown word in
+the taggers, Adam (lr 0.001, no clipping), and the timing rule (dev evaluation is not counted in
+the training time). Used by both the dyn programs (bench/tasks) and the PyTorch peers
+(bench/peers), so that both read the same data the same way. Imports neither dyn nor torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from collections import Counter
+
+START = time.time()  # process start (near enough): startup_time is measured from here
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def default_data_dir():
+    """../shared/data relative to the repository when it exists, else ./data."""
+    cand = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
+    return cand if os.path.isdir(cand) else os.path.join(os.getcwd(), "data")
+
+
+def parser(description, sparse=True):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("data", nargs="?", default=None, help="data folder (default ../shared/data)")
+    p.add_argument("--time", type=float, default=60.0, help="training time budget in seconds")
+    p.add_argument("--quick", action="store_true", help="tiny data slices, a few seconds")
+    if sparse:
+        p.add_argument("--sparse", action="store_true", help="sparse (lazy) updates of lookup tables")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--eval-every", type=int, default=0, help="evaluate dev every N training items")
+    # DyNet's own flags, accepted and ignored so the dynet-benchmark command lines still work
+    p.add_argument("--dynet-mem", default=None)
+    p.add_argument("--dynet-seed", default=None)
+    p.add_argument("--dynet-gpus", default=None)
+    p.add_argument("--dynet-autobatch", default=None)
+    return p
+
+
+def parse(p, argv=None):
+    args = p.parse_args(argv)
+    args.data = args.data or default_data_dir()
+    if args.quick:
+        args.time = min(args.time, 5.0)
+    random.seed(args.seed)
+    return args
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def read_text(path, limit=None):
+    """PTB text: one sentence per line, tokens split on whitespace."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            toks = line.split()
+            if toks:
+                out.append(toks)
+            if limit and len(out) >= limit:
+                break
+    return out
+
+
+def read_tagged(path, limit=None):
+    """``word|tag word|tag ...`` lines -> list of [(word, tag), ...] (split on the last ``|``)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            items = [tuple(x.rsplit("|", 1)) for x in line.split()]
+            if items:
+                out.append(items)
+            if limit and len(out) >= limit:
+                break
+    return out
+
+
+class Tree:
+    """A sentiment tree: ``label`` (int), ``children`` (list of Tree) and ``word`` (leaves only)."""
+
+    __slots__ = ("label", "children", "word")
+
+    def __init__(self, label, children=None, word=None):
+        self.label = label
+        self.children = children or []
+        self.word = word
+
+    def is_leaf(self):
+        return not self.children
+
+    def leaves(self):
+        if self.is_leaf():
+            return [self.word]
+        return [w for c in self.children for w in c.leaves()]
+
+    def nodes(self):
+        """Post-order list of nodes (children before parents)."""
+        out = []
+        stack = [(self, False)]
+        while stack:
+            node, done = stack.pop()
+            if done or node.is_leaf():
+                out.append(node)
+            else:
+                stack.append((node, True))
+                stack.extend((c, False) for c in reversed(node.children))
+        return out
+
+
+def parse_tree(line):
+    """``(3 (2 The) (4 (2 Rock) ...))`` -> Tree. A pre-terminal ``(2 word)`` becomes a leaf."""
+    toks = line.replace("(", " ( ").replace(")", " ) ").split()
+    pos = 0
+
+    def rec():
+        nonlocal pos
+        assert toks[pos] == "("
+        label = int(toks[pos + 1])
+        pos += 2
+        if toks[pos] != "(":
+            word = toks[pos]
+            pos += 2  # word and ")"
+            return Tree(label, word=word)
+        kids = []
+        while toks[pos] == "(":
+            kids.append(rec())
+        pos += 1  # ")"
+        return Tree(label, kids)
+
+    return rec()
+
+
+def read_trees(path, limit=None):
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                out.append(parse_tree(line))
+            if limit and len(out) >= limit:
+                break
+    return out
+
+
+class Vocab:
+    """word <-> id, as dynet-benchmark's util.Vocab (ids in order of first appearance)."""
+
+    def __init__(self, words=()):
+        self.w2i = {}
+        self.i2w = []
+        for w in words:
+            self.add(w)
+
+    def add(self, w):
+        if w not in self.w2i:
+            self.w2i[w] = len(self.i2w)
+            self.i2w.append(w)
+        return self.w2i[w]
+
+    def __len__(self):
+        return len(self.i2w)
+
+
+# --------------------------------------------------------------------------- data sets
+
+
+def ptb(args, quick_train=200, quick_dev=50):
+    d = os.path.join(args.data, "ptb")
+    lim_t, lim_d = (quick_train, quick_dev) if args.quick else (None, None)
+    train = read_text(os.path.join(d, "ptb.train.txt"), lim_t)
+    dev = read_text(os.path.join(d, "ptb.valid.txt"), lim_d)
+    vocab = Vocab(["<s>"])
+    for s in train:
+        for w in s:
+            vocab.add(w)
+    unk = vocab.w2i.get("<unk>", 0)
+    train_ids = [[vocab.w2i[w] for w in s] for s in train]
+    dev_ids = [[vocab.w2i.get(w, unk) for w in s] for s in dev]
+    return train_ids, dev_ids, vocab
+
+
+def tagging(args, quick_train=300, quick_dev=100, unk_below=6):
+    """Tagger data; words seen fewer than ``unk_below`` times in train become _UNK_ (as the benchmark)."""
+    d = os.path.join(args.data, "tagging", "wikiner-10k")
+    lim_t, lim_d = (quick_train, quick_dev) if args.quick else (None, None)
+    train = read_tagged(os.path.join(d, "train.txt"), lim_t)
+    dev = read_tagged(os.path.join(d, "dev.txt"), lim_d)
+    wc = Counter(w for s in train for w, _ in s)
+    words = Vocab(w for s in train for w, _ in s if wc[w] >= unk_below)
+    words.add("_UNK_")
+    tags = Vocab(t for s in train for _, t in s)
+    chars = Vocab(c for s in train for w, _ in s for c in w)
+    chars.add("<*>")  # unknown character / padding
+    return train, dev, words, tags, chars, wc
+
+
+def sst(args, quick_train=200, quick_dev=100):
+    d = os.path.join(args.data, "sst")
+    lim_t, lim_d = (quick_train, quick_dev) if args.quick else (None, None)
+    train = read_trees(os.path.join(d, "train.txt"), lim_t)
+    dev = read_trees(os.path.join(d, "dev.txt"), lim_d)
+    words = Vocab(w for t in train for w in t.leaves())
+    words.add("_UNK_")
+    return train, dev, words
+
+
+# --------------------------------------------------------------------------- timing loop
+
+
+def emit(**kv):
+    for k, v in kv.items():
+        if isinstance(v, float):
+            v = "%.4f" % v
+        print("%s=%s" % (k, v))
+    sys.stdout.flush()
+
+
+def train_loop(args, train, step, evaluate, unit, batches=None):
+    """Train until ``args.time`` seconds of training (dev evaluation excluded) have passed.
+
+    ``step(item) -> (loss_sum, n_units)`` trains on one item (a sentence, a tree or a minibatch);
+    ``evaluate() -> dict`` of dev metrics. Prints startup_time, the speed (``<unit>_per_sec``)
+    and the last dev metrics as key=value lines and returns them as a dict.
+    """
+    startup = time.time() - START
+    emit(startup_time=startup)
+    items = list(batches if batches is not None else train)
+    train_time = 0.0
+    done_units = 0
+    done_items = 0
+    loss_sum = 0.0
+    epoch = 0
+    last = {}
+    eval_every = args.eval_every or max(len(items), 1)
+    since_eval = 0
+    finished = False
+    while not finished:
+        epoch += 1
+        random.shuffle(items)
+        for item in items:
+            t0 = time.time()
+            loss, n = step(item)
+            train_time += time.time() - t0
+            loss_sum += loss
+            done_units += n
+            done_items += 1
+            since_eval += 1
+            finished = train_time >= args.time
+            if finished or since_eval >= eval_every:
+                since_eval = 0
+                last = evaluate()
+                emit(
+                    epoch=epoch,
+                    train_time=train_time,
+                    train_loss=loss_sum / max(done_units, 1),
+                    **{unit + "_per_sec": done_units / max(train_time, 1e-9)},
+                    **last,
+                )
+                if finished:
+                    break
+    result = {"startup_time": startup, unit + "_per_sec": done_units / max(train_time, 1e-9)}
+    result.update(last)
+    print("# final")
+    emit(**result, items=done_items, epochs=epoch)
+    return result
