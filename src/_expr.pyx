@@ -212,9 +212,6 @@ def wrap_node(int nid):
     return wrap(nid)
 
 
-def node_dim(int nid):
-    return dim_to_py(&cg().nodes[nid].dim)
-
 # ---------------------------------------------------------------- leaf kernels
 
 cdef int _shape_leaf(Graph* g, Node* n) except -1:
@@ -369,9 +366,6 @@ cdef class Pool:
             _relocate(og, og + len(oldg) * self.itemsize, self.gb)
         self.used = off + n
         return off
-
-    def base_pointers(self):
-        return <uintptr_t>self.vb, <uintptr_t>self.gb
 
 
 cdef void _shift(void** p, char* lo, char* hi, char* nb) noexcept:

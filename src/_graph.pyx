@@ -198,9 +198,6 @@ def op_code(str name):
     """Integer code of a compiled operation (KeyError if none)."""
     return OPCODES[name]
 
-def op_names():
-    return sorted(OPCODES)
-
 cdef int pyref_add(object o) except -1:
     PYREFS.append(o)
     return len(PYREFS) - 1
@@ -488,9 +485,6 @@ def memory_stats():
     return {"forward_capacity": G.fx.cap, "forward_used": G.fx.high,
             "backward_capacity": G.dx.cap, "backward_used": G.dx.high,
             "forward_blocks": G.fx.nold + 1, "nodes": G.n}
-
-def immediate_compute():
-    return bool(G.immediate)
 
 # ---------------------------------------------------------------- random
 

@@ -19,9 +19,6 @@ cdef enum:
 
 # ---------------------------------------------------------------- helpers
 
-cdef inline real* V(Node* n, real* t) noexcept nogil:
-    return <real*>n.v
-
 
 # ---------------------------------------------------------------- elementwise binary
 
