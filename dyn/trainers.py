@@ -316,6 +316,14 @@ class _Cyclical:
         )
         self.it += 1
 
+    # the schedule's position is part of the saved state (a resumed run continues it)
+    def _scalars(self):
+        return dict(super()._scalars(), it=self.it)
+
+    def _set_scalars(self, d):
+        super()._set_scalars(d)
+        self.it = int(d["it"])
+
 
 class SimpleSGDTrainer(Trainer):
     """Stochastic gradient descent: w -= lr * g.
@@ -348,13 +356,6 @@ class CyclicalSGDTrainer(_Cyclical, Trainer):
 
     def _after_update(self):
         self._cycle()
-
-    def _scalars(self):
-        return dict(super()._scalars(), it=self.it)
-
-    def _set_scalars(self, d):
-        super()._set_scalars(d)
-        self.it = int(d["it"])
 
 
 class MomentumSGDTrainer(Trainer):
@@ -463,13 +464,6 @@ class EGTrainer(_Cyclical, Trainer):
     def _after_update(self):
         if self.cyclical:
             self._cycle()
-
-    def _scalars(self):
-        return dict(super()._scalars(), it=self.it)
-
-    def _set_scalars(self, d):
-        super()._set_scalars(d)
-        self.it = int(d["it"])
 
 
 class SMORMS3Trainer(Trainer):
