@@ -136,3 +136,11 @@ def test_check_grad_float32_defaults_are_usable():
     W = m.add_parameters((2, 3))
     loss = dy.squared_norm(W * dy.inputVector([0.5, -1.0, 2.0]))
     assert dy.check_grad(loss) == []
+
+
+def test_import_stays_light():
+    """`import dyn` must not pull in heavy modules it does not need at start-up
+    (scipy.special took 0.3 s; scipy.linalg's package init 0.4 s)."""
+    code = "import sys, dyn; print(sorted(m for m in ('scipy.special', 'scipy.linalg') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
