@@ -64,7 +64,8 @@ def init(
             parameter sharing is not implemented).
         random_seed: seed of dropout/noise sampling and default initialisers.
         mem: initial arena size in MB (DyNet's --dynet-mem); arenas grow anyway.
-        autobatch: accepted; automatic batching is not implemented yet.
+        autobatch: run new graphs through the automatic batching engine
+            (DyNet's --dynet-autobatch); renew_cg(autobatching=...) overrides it.
         weight_decay: accepted for compatibility (applied by trainers later).
         precision: "float32" (default) or "float64" for new graphs/parameters.
         devices: only "CPU" is available in this build.
@@ -76,7 +77,10 @@ def init(
     if random_seed is not None and int(random_seed) != 0:
         set_seed(int(random_seed))
     if autobatch is not None:
+        from dyn._core import _autobatch  # noqa: F401 (the engine registers itself)
+
         state["autobatch"] = bool(int(autobatch))
+        _graph.set_autobatching(state["autobatch"])  # the current graph too
     if weight_decay is not None:
         state["weight_decay"] = float(weight_decay)
     if precision is not None:

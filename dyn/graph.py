@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from dyn._core import _expr, _graph
+from dyn._core import _autobatch, _expr, _graph
 
 
 class ComputationGraph:
@@ -51,11 +51,31 @@ def renew_cg(immediate_compute=False, check_validity=False, autobatching=None):
             then point at the line that built the node).
         check_validity: raise RuntimeError naming the first node whose value
             holds a NaN or Inf.
-        autobatching: accepted for DyNet compatibility; automatic batching is
-            not implemented yet, so graphs always run node by node.
+        autobatching: True runs this graph through the automatic batching
+            engine (nodes of many examples with the same signature run as one
+            batched node; see docs/autobatching.md), False node by node, None
+            (default) as the global setting (``--dynet-autobatch 1`` or
+            ``dyn.init(autobatch=True)``).
     """
-    _graph.renew(immediate_compute, check_validity)
+    if autobatching is None:
+        from dyn._config import state
+
+        autobatching = state["autobatch"]
+    _graph.renew(immediate_compute, check_validity, bool(autobatching))
     return cg()
+
+
+def autobatch_stats(reset=False):
+    """What the autobatching engine did since the last reset.
+
+    Returns a dict: ``forward_calls``, ``nodes`` (scheduled), ``batches``
+    (of two or more nodes), ``batched_nodes`` (nodes inside them), ``singles``
+    (nodes run alone), ``schedule_s`` (seconds the engine spent outside the
+    kernels: signatures, agenda, gathering and scattering; also split into
+    ``forward_schedule_s`` and ``backward_schedule_s``), ``forward_s`` and
+    ``backward_s`` (whole engine time, kernels included).
+    """
+    return _autobatch.stats(reset)
 
 
 def cg_version() -> int:

@@ -13,7 +13,8 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from dyn._core._graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
     register_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
-    set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, idx)
+    set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, idx,
+    set_autobatch, AB_PARAM)
 from dyn._core cimport _blas
 
 cnp.import_array()
@@ -265,6 +266,7 @@ OP_CONST = register_op("constant", _shape_leaf, _fwd_const, NULL)
 OP_PARAM = register_op("parameter", _shape_leaf, _fwd_none, _bwd_param)
 OP_LOOKUP = register_op("lookup", _shape_leaf, _fwd_none, _bwd_lookup)
 OP_LOOKUPB = register_op("lookup_batch", _shape_leaf, _fwd_lookupb, _bwd_lookupb)
+set_autobatch(OP_PARAM, AB_PARAM)     # inside automatic batches: shared by node id, never copied
 
 # ---------------------------------------------------------------- inputs
 

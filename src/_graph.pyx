@@ -15,6 +15,11 @@ from libc.stdint cimport uintptr_t
 
 cdef Graph G
 cdef OpKernel KT[256]
+cdef ABSpec ABT[256]
+cdef ab_fwd_hook AB_FWD = NULL
+cdef ab_bwd_hook AB_BWD = NULL
+cdef ab_reset_hook AB_RESET = NULL
+cdef int AB_ENABLED = 0     # this graph runs through the autobatching engine
 cdef int NK = 0
 cdef dict OPCODES = {}
 cdef list PYREFS = []
@@ -93,6 +98,9 @@ cdef object dim_to_py(const Dim* d):
 
 cdef size_t _round(size_t n) noexcept nogil:
     return (n + ALIGN - 1) & ~(ALIGN - 1)
+
+cdef size_t round_up(size_t n) noexcept nogil:
+    return _round(n)
 
 cdef void* _aligned_block(size_t nbytes) except NULL:
     # malloc'd blocks are 16-byte aligned; we keep 64-byte alignment by
@@ -182,11 +190,55 @@ cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=0
     KT[NK].fwd = fwd
     KT[NK].bwd = bwd
     KT[NK].aux_bytes_per_elem = aux
+    ABT[NK].flags = 0
+    ABT[NK].share = 0
+    ABT[NK].iamask = 0x3f
+    ABT[NK].argfn = NULL
+    ABT[NK].fix = NULL
     b = name.encode()
     strncpy(KT[NK].name, b, 31)
     OPCODES[name] = NK
     NK += 1
     return NK - 1
+
+# ---------------------------------------------------------------- autobatching specs
+
+cdef ABSpec* ab_spec(int op) noexcept nogil:
+    return &ABT[op]
+
+cdef int set_autobatch(int op, int flags, unsigned int share=0, int iamask=0x3f, ab_arg_fn argfn=NULL,
+                       ab_fix_fn fix=NULL) except -1:
+    """Declare how nodes of `op` run as one batched node (see _graph.pxd, AB_*)."""
+    if op < 0 or op >= NK:
+        raise ValueError("set_autobatch: no operation %d" % op)
+    ABT[op].flags = flags
+    ABT[op].share = share
+    ABT[op].iamask = iamask
+    ABT[op].argfn = argfn
+    ABT[op].fix = fix
+    return 0
+
+cdef int set_autobatch_engine(ab_fwd_hook f, ab_bwd_hook b, ab_reset_hook r) except -1:
+    global AB_FWD, AB_BWD, AB_RESET
+    AB_FWD, AB_BWD, AB_RESET = f, b, r
+    return 0
+
+cdef bint autobatch_active() noexcept nogil:
+    return AB_ENABLED != 0 and AB_FWD != NULL
+
+def set_autobatching(bint on):
+    """Run the current graph through the autobatching engine (until renew)."""
+    global AB_ENABLED
+    if on and AB_FWD == NULL:
+        raise RuntimeError("dyn: the autobatching engine is not loaded")
+    if bool(on) != bool(AB_ENABLED) and G.computed > 0:
+        # values computed one way stay; the engine only ever schedules new nodes,
+        # but backward must see one kind of record: recompute from scratch
+        invalidate()
+    AB_ENABLED = 1 if on else 0
+
+def autobatching():
+    return AB_ENABLED != 0
 
 cdef str op_name(int op):
     return (<bytes>KT[op].name).decode()
@@ -237,6 +289,9 @@ cdef int new_node(int op, int nargs, const int* args) except -1:
     n.idx_off = 0
     n.nidx = 0
     n.pyref = -1
+    memset(n.ia, 0, sizeof(n.ia))      # a batch signature reads them: no stale values
+    n.fa[0] = 0
+    n.fa[1] = 0
     n.dim.nd = 1
     n.dim.d[0] = 1
     n.dim.bd = 1
@@ -283,25 +338,33 @@ cdef int finish_node(int nid) except -1:
 # ---------------------------------------------------------------- forward
 
 cdef int forward_to(int nid) except -1:
-    cdef int i, total
-    cdef Node* n
-    cdef OpKernel* K
+    cdef int i
     if nid >= G.n or nid < 0:
         raise RuntimeError("dyn: node %d is not in the current graph" % nid)
+    if nid < G.computed:
+        return 0
+    if AB_ENABLED and AB_FWD != NULL:
+        return AB_FWD(nid)
     for i in range(G.computed, nid + 1):
-        n = &G.nodes[i]
-        K = &KT[n.op]
-        total = dim_total(&n.dim)
-        if not (n.flags & F_FIXED):
-            n.v = arena_alloc(&G.fx, <size_t>total * G.itemsize)
-        if n.naux:
-            n.aux = arena_alloc(&G.fx, <size_t>n.naux * G.itemsize)
-        K.fwd(&G, n)
-        n.flags |= F_DONE
-        if G.check:
-            _check_finite(i)
+        exec_node(i)
         G.computed = i + 1
     return 0
+
+cdef int exec_node(int i) except -1:
+    """Compute node i alone: its memory from the forward arena, then its kernel."""
+    cdef Node* n = &G.nodes[i]
+    if not (n.flags & F_FIXED):
+        n.v = arena_alloc(&G.fx, <size_t>dim_total(&n.dim) * G.itemsize)
+    if n.naux:
+        n.aux = arena_alloc(&G.fx, <size_t>n.naux * G.itemsize)
+    KT[n.op].fwd(&G, n)
+    n.flags |= F_DONE
+    if G.check:
+        _check_finite(i)
+    return 0
+
+cdef int check_finite(int i) except -1:
+    return _check_finite(i)
 
 cdef int _check_finite(int i) except -1:
     cdef Node* n = &G.nodes[i]
@@ -334,6 +397,8 @@ def invalidate():
             G.nodes[i].v = NULL
     G.computed = 0
     arena_reset(&G.fx)
+    if AB_RESET != NULL:
+        AB_RESET(0)
     for fn in INVALIDATE_HOOKS:
         fn()
 
@@ -350,6 +415,8 @@ cdef int backward_from(int nid, bint full) except -1:
         raise ValueError(
             "backward() can only be called on scalar nodes, but %s has %d elements "
             "(sum a batched loss with sum_batches first)" % (node_desc(nid), dim_total(&n.dim)))
+    if AB_ENABLED and AB_BWD != NULL:
+        return AB_BWD(nid, full)
     live = <unsigned char*>calloc(nid + 1, 1)
     if live == NULL:
         raise MemoryError()
@@ -404,8 +471,12 @@ cdef int backward_from(int nid, bint full) except -1:
 
 # ---------------------------------------------------------------- graph API
 
-def renew(immediate_compute=False, check_validity=False):
+def renew(immediate_compute=False, check_validity=False, autobatching=False):
     """Empty the graph (pointers back to zero) and start a new version."""
+    global AB_ENABLED
+    AB_ENABLED = 1 if (autobatching and AB_FWD != NULL) else 0
+    if AB_RESET != NULL:
+        AB_RESET(0)
     G.n = 0
     G.ni = 0
     G.computed = 0
@@ -436,6 +507,8 @@ def revert():
     G.ni = ni
     if G.computed > n:
         G.computed = n
+        if AB_RESET != NULL:
+            AB_RESET(n)
     if G.bwd_target >= n:
         G.bwd_target = -1
     del PYREFS[nref:]
@@ -470,6 +543,8 @@ def set_initial_memory(size_t nbytes):
     G.n = 0
     G.ni = 0
     G.version += 1
+    if AB_RESET != NULL:
+        AB_RESET(0)
 
 cdef int _resize(Arena* a, size_t nbytes) except -1:
     arena_reset(a)

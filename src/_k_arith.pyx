@@ -5,6 +5,7 @@ norms. Each op: shape rule, forward, backward (accumulating), side by side.
 """
 from libc.math cimport sqrt
 from libc.string cimport memset, memcpy
+from dyn._core._graph cimport set_autobatch, AB_ON, AB_BCAST, AB_SHARE_ODD
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg,
     dim_eq_nobatch, F_NG)
@@ -643,3 +644,12 @@ cdef int OP_SUMB = register_op("sum_batches", _shape_sumb, fwd_sumb, bwd_sumb)
 
 def sum_batches(x):
     return finish(node1(OP_SUMB, x))
+
+# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+set_autobatch(OP_CW, AB_ON | AB_BCAST)
+set_autobatch(OP_AFFS, AB_ON)
+set_autobatch(OP_MM, AB_ON | AB_BCAST, 1)              # W x_1, W x_2, ... -> W [x_1 x_2 ...]
+set_autobatch(OP_AFFINE, AB_ON | AB_BCAST | AB_SHARE_ODD)  # b and the W_i shared, the x_i concatenated
+set_autobatch(OP_ESUM, AB_ON | AB_BCAST)
+set_autobatch(OP_RED, AB_ON)
+set_autobatch(OP_PAIR, AB_ON | AB_BCAST)

@@ -12,6 +12,7 @@ from libc.math cimport exp, tanh
 from libc.string cimport memcpy
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_cols, dim_str, arg, rand_normal)
+from dyn._core._graph cimport set_autobatch, AB_ON, ABA_NO, ABA_CAT, ABA_SHARE
 from dyn._core._expr cimport noden, node2, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
@@ -490,3 +491,22 @@ def vanilla_lstm_c(c_tm1, gates_t):
 
 def vanilla_lstm_h(c_t, gates_t):
     return _ch(c_t, gates_t, HIDDEN, "vanilla_lstm_h")
+
+# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+# DyNet's VanillaLSTMGates signature: Wx, Wh, b (and batch-1 dropout masks)
+# shared, the x_t and h_tm1 concatenated. Weight noise draws one sample per
+# node, so noisy nodes run alone.
+
+cdef int _ab_arg_gates(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept:
+    cdef Node* a = arg(g, n, k)
+    cdef int m = n.ia[0]
+    if n.fa[0] > 0:
+        return ABA_NO
+    if k > m:                      # Wx, Wh, b, masks
+        if a.dim.bd == 1:
+            return ABA_SHARE
+    return ABA_CAT if a.dim.bd == n.dim.bd else ABA_NO
+
+
+set_autobatch(OP_GATES, AB_ON, 0, 0x3f, _ab_arg_gates)
+set_autobatch(OP_CH, AB_ON)

@@ -6,6 +6,7 @@ emax/emin over a list. Each op: shape rule, forward, backward (accumulating),
 side by side. float32 graphs call libm's float functions.
 """
 from libc cimport math as cm
+from dyn._core._graph cimport set_autobatch, AB_ON
 from dyn._core._graph cimport (
     Graph, Node, cg, register_op, dim_size, dim_total, dim_str, arg, dim_eq_nobatch, F_NG, F_CONST)
 from dyn._core._expr cimport node1, node2, noden, finish, Expression
@@ -425,3 +426,7 @@ def elist(xs, bint mx):
     cdef int nid = noden(OP_ELIST, xs, name)
     cg().nodes[nid].ia[0] = mx
     return finish(nid)
+
+# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+set_autobatch(OP_UNARY, AB_ON)
+set_autobatch(OP_BMINMAX, AB_ON)

@@ -8,6 +8,7 @@ import operator
 
 from libc.math cimport exp, log, tanh, expf, logf, fabs, sqrt, cos, sin, M_PI, INFINITY
 from libc.string cimport memcpy
+from dyn._core._graph cimport set_autobatch, AB_ON, AB_BCAST, AB_IDX, AB_AUXSLICE
 from dyn._core._graph cimport (
     Graph, Node, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, idx,
     set_indices, dim_eq_nobatch, arena_alloc, rand_uniform, F_NG, F_CONST)
@@ -656,3 +657,12 @@ def nobackprop(x):
     # not on any path to a parameter, so backward skips it and what feeds it
     g_node(nid).flags = (g_node(nid).flags & ~F_NG) | F_CONST
     return finish(nid)
+
+# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+set_autobatch(OP_UNARY, AB_ON)
+set_autobatch(OP_SOFTMAX, AB_ON)
+set_autobatch(OP_LOGSOFTMAX, AB_ON)
+set_autobatch(OP_PNLS, AB_ON | AB_BCAST | AB_IDX)      # one index per batch element: concatenated
+set_autobatch(OP_DROPOUT, AB_ON | AB_AUXSLICE)         # each member still gets its own mask values
+set_autobatch(OP_NOISE, AB_ON)
+set_autobatch(OP_NOBACKPROP, AB_ON)

@@ -17,6 +17,7 @@ from libc.math cimport exp, tanh
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, F_FIXED
+from dyn._core._graph cimport set_autobatch, AB_ON, AB_ALIAS, ABA_NO, ABA_CAT, ABA_SHARE, F_AB
 from dyn._core._expr cimport noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
@@ -440,7 +441,7 @@ cdef void bwd_weight(Graph* g, Node* n, int i) noexcept:
     _blas.axpy(g.dtype, dim_total(&n.dim), 1.0, n.g, w.g)
     for j in range(me + 1, g.bwd_target + 1):
         s = &g.nodes[j]
-        if s.op == OP_STEP and s.g != NULL and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
+        if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
             cols += s.dim.bd
     if cols == 0:
         return
@@ -450,7 +451,7 @@ cdef void bwd_weight(Graph* g, Node* n, int i) noexcept:
     X = D + <size_t>cols * 4 * H * isz
     for j in range(me + 1, g.bwd_target + 1):
         s = &g.nodes[j]
-        if s.op == OP_STEP and s.g != NULL and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
+        if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
             _layout(g, s, &L)
             memcpy(D + <size_t>k * 4 * H * isz, L.D, <size_t>L.B * 4 * H * isz)
             for b in range(L.B):
@@ -581,3 +582,38 @@ def lstm_step_part(s, int which, str name):
     cdef int nid = noden(OP_PART, [s], name)
     g_node(nid).ia[1] = which
     return finish(nid)
+
+# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+# Steps of different sequences run as one step: each member reads its own
+# column of its own projection P (a window of 4H items: adjacent when the
+# projections are), the previous states are concatenated, Wh (through its
+# lstm_step_weight alias) and the dropout masks are shared.
+
+cdef int _ab_arg_step(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept:
+    cdef Node* a = arg(g, n, k)
+    cdef int flags = n.ia[1]
+    if k == 0:
+        if a.dim.bd != 1 or n.dim.bd != 1:
+            return ABA_NO          # a batched P: a member's column is not one block
+        off[0] = n.ia[0] * 4 * n.ia[3]
+        wd.nd = 1
+        wd.d[0] = 4 * n.ia[3]
+        wd.bd = 1
+        return ABA_CAT
+    if (flags & PREV) and k == 1:
+        return ABA_CAT if a.dim.bd == n.dim.bd else ABA_NO
+    if (flags & PREV) and k == 2:
+        return ABA_SHARE
+    if a.dim.bd == 1:              # masks: one per builder and graph
+        return ABA_SHARE
+    return ABA_CAT if a.dim.bd == n.dim.bd else ABA_NO
+
+
+cdef void _ab_fix_step(Graph* g, Node* n) noexcept:
+    n.ia[0] = 0                    # the gathered columns form a {4H} x members projection
+    n.ia[2] = 1
+
+
+set_autobatch(OP_STEP, AB_ON, 0, 0x1a, _ab_arg_step, _ab_fix_step)   # ia: flags, H, h in place
+set_autobatch(OP_PART, AB_ON)
+set_autobatch(OP_WEIGHT, AB_ALIAS)

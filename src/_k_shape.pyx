@@ -12,6 +12,7 @@ inner x K x outer, K = number of indices (1 for per-batch-element picks).
 from libc.math cimport pow as cpow, log
 from libc.string cimport memcpy
 from operator import index as _index
+from dyn._core._graph cimport set_autobatch, AB_ON
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_str, arg, idx, set_indices,
     finish_node, dim_eq_nobatch, MAXD)
@@ -652,3 +653,6 @@ cdef int OP_POW = register_op("pow", _shape_pow, fwd_pow, bwd_pow)
 
 def pow(x, y):
     return finish(node2(OP_POW, x, y))
+
+# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+set_autobatch(OP_CAT, AB_ON)

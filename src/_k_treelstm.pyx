@@ -22,6 +22,7 @@ child-sum LSTM: [i; o; u; f] (4H).
 from libc.math cimport exp, tanh
 from libc.string cimport memcpy, memset
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_str, arg
+from dyn._core._graph cimport set_autobatch, AB_ON, ABA_NO, ABA_CAT, ABA_SHARE
 from dyn._core._expr cimport node1, noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
@@ -643,3 +644,25 @@ def state_part(x, int part):
     cdef int nid = node1(OP_PART, x)
     cg().nodes[nid].ia[0] = part
     return finish(nid)
+
+# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+# Tree nodes with the same number of children (of different trees, or of one)
+# run as one node: U, b, Wx, Uc shared (through their tree_weights aliases,
+# which the engine replaces by the weights), x and the children concatenated.
+
+cdef int _ab_arg_tree(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept:
+    cdef Node* a = arg(g, n, k)
+    cdef int c0 = 2
+    if n.ia[1]:
+        c0 = 4
+    if n.ia[2]:
+        c0 += 1
+    if k < c0 and not (n.ia[1] and k == 3):   # U, b, Wx, Uc
+        return ABA_SHARE if a.dim.bd == 1 else ABA_NO
+    return ABA_CAT if a.dim.bd == n.dim.bd else ABA_NO
+
+
+set_autobatch(OP_NARY, AB_ON, 0, 0x3f, _ab_arg_tree)
+set_autobatch(OP_RNN, AB_ON, 0, 0x3f, _ab_arg_tree)
+set_autobatch(OP_CSUM, AB_ON, 0, 0x3f, _ab_arg_tree)
+set_autobatch(OP_PART, AB_ON)

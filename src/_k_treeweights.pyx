@@ -11,7 +11,8 @@ wrapper accumulate there directly.
 """
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
-from dyn._core._graph cimport Graph, Node, register_op, dim_total, arg, F_FIXED, F_PGRAD
+from dyn._core._graph cimport set_autobatch, AB_ALIAS
+from dyn._core._graph cimport Graph, Node, register_op, dim_total, arg, F_FIXED, F_PGRAD, F_AB
 from dyn._core._expr cimport node1, finish, Expression
 from dyn._core cimport _blas
 from dyn._core._k_treelstm cimport (
@@ -165,7 +166,7 @@ cdef void bwd_w(Graph* g, Node* n, int i) noexcept:
     cdef int* ent
     for k in range(me + 1, g.n):        # the live tree nodes reading this weight
         c = &g.nodes[k]
-        if c.g != NULL and is_tree_op(c.op):
+        if c.g != NULL and is_tree_op(c.op) and not (c.flags & F_AB):
             ne += 6
     ent = <int*>malloc(<size_t>(3 * ne + 3) * sizeof(int))
     if ent == NULL:
@@ -173,7 +174,7 @@ cdef void bwd_w(Graph* g, Node* n, int i) noexcept:
     ne = 0
     for k in range(me + 1, g.n):
         c = &g.nodes[k]
-        if c.g == NULL or not is_tree_op(c.op):
+        if c.g == NULL or not is_tree_op(c.op) or (c.flags & F_AB):
             continue
         for role in range(3):
             pos = _role_arg(c, role)
@@ -198,3 +199,6 @@ def tree_weights(W):
     if not isinstance(W, Expression):
         raise TypeError("tree_weights: W must be an Expression (or Parameters), got %s" % type(W).__name__)
     return finish(node1(OP_W, W))
+
+# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+set_autobatch(OP_W, AB_ALIAS)     # batches read the weight itself and do their own products

@@ -17,6 +17,7 @@ cdef enum:
     F_PGRAD = 4       # gradient memory is the parameter pool's (accumulates)
     F_CONST = 8       # never receives a gradient (nobackprop, inputs)
     F_FIXED = 16      # value memory set at creation (parameter pool), not the arena
+    F_AB = 32         # computed inside an automatic batch: its aux belongs to the batch
 
 ctypedef struct Dim:
     int d[7]
@@ -85,6 +86,46 @@ ctypedef struct OpKernel:
     int aux_bytes_per_elem   # scratch per output element (in items)
     char name[32]
 
+# ---- automatic batching (engine: src/_autobatch.pyx)
+# How nodes of an op run as one node whose batch is the concatenation of theirs.
+cdef enum:
+    AB_ON = 1          # nodes of this op can run as one batched node
+    AB_BCAST = 2       # the kernel broadcasts batch-1 arguments (they may be shared)
+    AB_IDX = 4         # the index list has one index per batch element (concatenated)
+    AB_ALIAS = 8       # the node IS its argument 0 (same memory): batches read arg 0
+    AB_PARAM = 16      # a parameter: shared by node id, never copied
+    AB_AUXSLICE = 32   # aux is laid out per batch element: members get their slice
+    AB_SHARE_ODD = 64  # argument 0 and the odd-numbered ones are weights (affine_transform)
+
+# what an argument of a batch is: copied/adjacent along the batch, or one shared node
+cdef enum:
+    ABA_NO = 0         # this node cannot be batched
+    ABA_CAT = 1
+    ABA_SHARE = 2
+
+ctypedef int (*ab_arg_fn)(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept
+ctypedef void (*ab_fix_fn)(Graph* g, Node* n) noexcept
+
+ctypedef struct ABSpec:
+    int flags
+    unsigned int share     # bit k: argument k is a weight, shared when its batch is 1
+    int iamask             # bit j: ia[j] is part of the signature
+    ab_arg_fn argfn        # per-argument rule (NULL: the flags' rule)
+    ab_fix_fn fix          # adjusts the batched node's attributes (NULL: none)
+
+ctypedef int (*ab_fwd_hook)(int nid) except -1
+ctypedef int (*ab_bwd_hook)(int nid, bint full) except -1
+ctypedef void (*ab_reset_hook)(int n) noexcept
+
+cdef ABSpec* ab_spec(int op) noexcept nogil
+cdef int set_autobatch(int op, int flags, unsigned int share=*, int iamask=*, ab_arg_fn argfn=*,
+                       ab_fix_fn fix=*) except -1
+cdef int set_autobatch_engine(ab_fwd_hook f, ab_bwd_hook b, ab_reset_hook r) except -1
+cdef bint autobatch_active() noexcept nogil
+cdef int exec_node(int i) except -1
+cdef int check_finite(int i) except -1
+cdef size_t round_up(size_t n) noexcept nogil
+
 cdef Graph* cg() noexcept nogil
 cdef OpKernel* kernel(int op) noexcept nogil
 cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=*) except -1
@@ -116,6 +157,7 @@ cdef str node_desc(int nid)
 cdef int forward_to(int nid) except -1
 cdef int backward_from(int nid, bint full) except -1
 cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL
+cdef int arena_reserve(Arena* a, size_t nbytes) except -1
 cdef int pyref_add(object o) except -1
 cdef object pyref_get(int i)
 

@@ -1,0 +1,867 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Automatic operation batching: the engine that runs a graph of many small
+per-example computations as few batched kernel calls (DyNet's
+BatchedExecutionEngine; Neubig, Goldberg and Dyer 2017).
+
+Switched on per graph (``renew_cg(autobatching=True)``, ``--dynet-autobatch 1``,
+``dyn.init(autobatch=True)``); the graph module then hands every forward and
+backward here (src/_graph.pyx: forward_to, backward_from).
+
+Forward, over the nodes not yet computed up to the requested one:
+
+1. Signatures. A node whose op declares how it batches (``set_autobatch`` in
+   its kernel family; flags in _graph.pxd) gets a signature: the op, its
+   attributes, its output Dim and, per argument, either "concatenated along
+   the batch" with the argument's Dim, or "shared" with the argument's node id
+   (weights: the same matrix for every member). Nodes with equal signatures
+   can run as ONE node whose batch is the concatenation of theirs. The key is
+   stored whole and compared whole: a hash collision cannot merge nodes.
+2. Agenda (DyNet's strategy 1). A node is ready when its arguments are
+   computed. Ready nodes that cannot batch run first, one at a time; otherwise
+   the signature with ready members and the lowest average depth runs, all its
+   ready members as one batch (ascending node ids). A batch of one is a plain
+   single node.
+3. A batch: the members' outputs are allocated as one contiguous block (each
+   member's value is its slice, so later readers see ordinary nodes); each
+   concatenated argument is used in place when the members' arguments already
+   lie adjacent and in order in memory (typically: they are the outputs of one
+   earlier batch), else gathered into one buffer; a pseudo-node (a copy of the
+   first member with batch = the sum of the members') is built in a side table
+   and the op's ordinary kernel runs on it.
+
+Backward walks the executed units in reverse. A batch's gradient block has the
+same layout as its value block, so the batch's output gradient is read in
+place; a concatenated argument's gradient is written in place when the
+members' gradients are adjacent, else into a zeroed buffer that is then added
+into each member's gradient (scatter-add). Shared arguments accumulate into
+their own gradient directly. Weight "alias" nodes (lstm_step_weight,
+tree_weights), through which single nodes defer their weight products, are
+replaced inside batches by the weight itself, so a batch does its weight
+gradient as one matrix product; the alias still gathers for the single nodes
+(members of batches carry F_AB and are skipped there).
+"""
+from libc.stdlib cimport malloc, realloc, free, calloc, qsort
+from libc.string cimport memcpy, memset, memcmp
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from dyn._core._graph cimport (
+    Graph, Node, Dim, OpKernel, ABSpec, cg, kernel, arg, dim_total, arena_alloc, arena_reserve,
+    exec_node, check_finite, round_up, ab_spec, set_autobatch_engine, node_desc,
+    AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_SHARE_ODD, ABA_NO, ABA_CAT, ABA_SHARE,
+    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB)
+from dyn._core cimport _blas
+
+
+ctypedef struct Batch:
+    int pn          # the pseudo-node's index in BN; its arguments follow at pn + 1 ..
+    int nargs
+    int m           # members
+    int mem         # BI offset of the member ids (a member is -1 after cg_revert dropped it)
+    int amap        # BI offset of the argument map: per argument 1 + 3m ints
+                    # [mode, m argument node ids, m offsets (items), m lengths (items)]
+    long total      # output items of the whole batch
+
+
+# ---------------------------------------------------------------- state of the current graph
+
+cdef Node* BN = NULL        # pseudo-nodes and their arguments
+cdef int nbn = 0, cbn = 0
+cdef int* BI = NULL         # their argument/index lists, member lists, argument maps
+cdef long nbi = 0, cbi = 0
+cdef Batch* BT = NULL       # the batches executed in this graph
+cdef int nbt = 0
+cdef long cbt = 0
+cdef int* LOG = NULL        # executed units in order: node id >= 0 (single), -1 - batch index
+cdef long nlog = 0, clog = 0
+
+# per forward call (grown, reused)
+cdef int* SIG = NULL
+cdef int* DEPTH = NULL
+cdef int* LEFT = NULL
+cdef int* SSTART = NULL
+cdef int* SLIST = NULL
+cdef int* NXT = NULL
+cdef int* QUEUE = NULL
+cdef int* MEMB = NULL
+cdef long cap_n = 0, cap_e = 0
+
+# signature table (rebuilt per forward call)
+cdef long* KEYS = NULL
+cdef long nkeys = 0, ckeys = 0
+cdef long* KOFF = NULL       # per sig id: key offset, key length
+cdef int* KLEN = NULL
+cdef unsigned long* KHASH = NULL
+cdef int nsig = 0, csig = 0
+cdef int* HT = NULL          # open addressing: sig id or 0
+cdef int htcap = 0
+cdef double* SDSUM = NULL
+cdef int* SCNT = NULL
+cdef int* SHEAD = NULL       # ready members (linked through NXT)
+cdef int* SREADY = NULL
+
+# statistics
+cdef long st_nodes = 0, st_batches = 0, st_batched = 0, st_singles = 0, st_calls = 0
+cdef double st_sched = 0, st_fwd = 0, st_bwd = 0, st_bwd_sched = 0
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return t.tv_sec + 1e-9 * t.tv_nsec
+
+
+cdef int _grow(void** p, long* cap, long need, size_t item) except -1:
+    cdef long c = cap[0]
+    cdef void* q
+    if need <= c:
+        return 0
+    if c < 64:
+        c = 64
+    while c < need:
+        c *= 2
+    q = realloc(p[0], <size_t>c * item)
+    if q == NULL:
+        raise MemoryError("dyn autobatching: bookkeeping")
+    p[0] = q
+    cap[0] = c
+    return 0
+
+
+cdef int _bn_take(int k) except -1:
+    global nbn, cbn
+    cdef long c = cbn
+    _grow(<void**>&BN, &c, nbn + k, sizeof(Node))
+    cbn = <int>c
+    nbn += k
+    return nbn - k
+
+
+cdef long _bi_take(long k) except -1:
+    global nbi
+    _grow(<void**>&BI, &cbi, nbi + k, sizeof(int))
+    nbi += k
+    return nbi - k
+
+
+cdef int _log(int u) except -1:
+    global nlog
+    _grow(<void**>&LOG, &clog, nlog + 1, sizeof(int))
+    LOG[nlog] = u
+    nlog += 1
+    return 0
+
+
+cdef void _reset(int n) noexcept:
+    """The graph was emptied (n == 0) or cut back to its first n nodes."""
+    global nbn, nbi, nbt, nlog
+    cdef long i, j, k
+    cdef Batch* b
+    if n <= 0:
+        nbn = 0
+        nbi = 0
+        nbt = 0
+        nlog = 0
+        return
+    # cg_revert: forget the units of dropped nodes; batches keep their layout,
+    # dropped members become -1 (their slots hold zeros in backward)
+    k = 0
+    for i in range(nlog):
+        if LOG[i] >= 0 and LOG[i] >= n:
+            continue
+        LOG[k] = LOG[i]
+        k += 1
+    nlog = k
+    for i in range(nbt):
+        b = &BT[i]
+        for j in range(b.m):
+            if BI[b.mem + j] >= n:
+                BI[b.mem + j] = -1
+
+
+# ---------------------------------------------------------------- signatures
+
+cdef inline int _resolve(Graph* g, int a) noexcept:
+    """A weight alias stands for its argument inside batches."""
+    cdef Node* x = &g.nodes[a]
+    if ab_spec(x.op).flags & AB_ALIAS:
+        return g.ipool[x.arg_off]
+    return a
+
+
+cdef int _argmode(Graph* g, Node* n, ABSpec* S, int k, int* off, Dim* wd) noexcept:
+    cdef Node* a = arg(g, n, k)
+    cdef int af
+    off[0] = 0
+    wd[0] = a.dim
+    if S.argfn != NULL:
+        return S.argfn(g, n, k, off, wd)
+    af = ab_spec(a.op).flags
+    if a.dim.bd == 1:
+        if (k < 32 and (S.share >> k) & 1) or ((S.flags & AB_SHARE_ODD) and (k == 0 or k % 2 == 1)):
+            return ABA_SHARE
+        if (af & (AB_PARAM | AB_ALIAS)) and (S.flags & AB_BCAST):
+            return ABA_SHARE
+    if a.dim.bd == n.dim.bd:
+        return ABA_CAT
+    if a.dim.bd == 1 and (S.flags & AB_BCAST):
+        return ABA_SHARE
+    return ABA_NO
+
+
+cdef long _kbuf[512]
+
+
+cdef int _signature(Graph* g, int i) except -1:
+    """0: runs alone; else the id of the node's signature in this forward call."""
+    global nkeys, nsig
+    cdef Node* n = &g.nodes[i]
+    cdef ABSpec* S = ab_spec(n.op)
+    cdef int k, j, mode, off, kn = 0, nd
+    cdef Dim wd
+    cdef unsigned long h
+    cdef int s, slot
+    cdef long a
+    if not (S.flags & AB_ON) or n.nargs == 0 or n.pyref >= 0 or (n.flags & F_FIXED):
+        return 0
+    if 12 + 2 * 6 + 10 + n.nargs * 10 + (0 if S.flags & AB_IDX else n.nidx) > 512:
+        return 0
+    _kbuf[kn] = n.op; kn += 1
+    _kbuf[kn] = n.nargs; kn += 1
+    if S.flags & AB_IDX:
+        if n.nidx != n.dim.bd:
+            return 0
+    else:
+        _kbuf[kn] = n.nidx; kn += 1
+        for j in range(n.nidx):
+            _kbuf[kn] = g.ipool[n.idx_off + j]; kn += 1
+    for j in range(6):
+        if (S.iamask >> j) & 1:
+            _kbuf[kn] = n.ia[j]; kn += 1
+    memcpy(&_kbuf[kn], &n.fa[0], 2 * sizeof(double)); kn += 2
+    _kbuf[kn] = <long>n.ptr; kn += 1
+    _kbuf[kn] = <long>n.gptr; kn += 1
+    _kbuf[kn] = n.dim.nd; kn += 1
+    for j in range(n.dim.nd):
+        _kbuf[kn] = n.dim.d[j]; kn += 1
+    _kbuf[kn] = n.dim.bd; kn += 1
+    for k in range(n.nargs):
+        mode = _argmode(g, n, S, k, &off, &wd)
+        if mode == ABA_NO:
+            return 0
+        _kbuf[kn] = mode; kn += 1
+        if mode == ABA_SHARE:
+            _kbuf[kn] = _resolve(g, g.ipool[n.arg_off + k]); kn += 1
+        else:
+            _kbuf[kn] = wd.nd; kn += 1
+            for j in range(wd.nd):
+                _kbuf[kn] = wd.d[j]; kn += 1
+            _kbuf[kn] = wd.bd; kn += 1
+    h = 1469598103934665603UL
+    for j in range(kn):
+        h = (h ^ <unsigned long>_kbuf[j]) * 1099511628211UL
+        h ^= h >> 29
+    slot = <int>(h & (htcap - 1))
+    while HT[slot] != 0:
+        s = HT[slot]
+        if KHASH[s] == h and KLEN[s] == kn and memcmp(&KEYS[KOFF[s]], _kbuf, kn * sizeof(long)) == 0:
+            return s
+        slot = (slot + 1) & (htcap - 1)
+    # a new signature
+    if nsig + 2 > csig or 2 * (nsig + 2) > htcap:
+        _grow_sigs()
+        return _signature(g, i)
+    nsig += 1
+    s = nsig
+    _grow(<void**>&KEYS, &ckeys, nkeys + kn, sizeof(long))
+    memcpy(&KEYS[nkeys], _kbuf, kn * sizeof(long))
+    KOFF[s] = nkeys
+    KLEN[s] = kn
+    KHASH[s] = h
+    nkeys += kn
+    HT[slot] = s
+    SDSUM[s] = 0
+    SCNT[s] = 0
+    SHEAD[s] = -1
+    SREADY[s] = 0
+    return s
+
+
+cdef int _grow_sigs() except -1:
+    """Double the signature arrays and rehash."""
+    global csig, htcap, HT, KOFF, KLEN, KHASH, SDSUM, SCNT, SHEAD, SREADY
+    cdef long c = csig
+    cdef int s, slot
+    c = c * 2 if c else 256
+    KOFF = <long*>realloc(KOFF, c * sizeof(long))
+    KLEN = <int*>realloc(KLEN, c * sizeof(int))
+    KHASH = <unsigned long*>realloc(KHASH, c * sizeof(unsigned long))
+    SDSUM = <double*>realloc(SDSUM, c * sizeof(double))
+    SCNT = <int*>realloc(SCNT, c * sizeof(int))
+    SHEAD = <int*>realloc(SHEAD, c * sizeof(int))
+    SREADY = <int*>realloc(SREADY, c * sizeof(int))
+    if KOFF == NULL or KLEN == NULL or KHASH == NULL or SDSUM == NULL or SCNT == NULL or SHEAD == NULL or SREADY == NULL:
+        raise MemoryError("dyn autobatching: signature table")
+    csig = <int>c
+    free(HT)
+    htcap = 2 * csig
+    HT = <int*>calloc(htcap, sizeof(int))
+    if HT == NULL:
+        raise MemoryError("dyn autobatching: signature table")
+    for s in range(1, nsig + 1):
+        slot = <int>(KHASH[s] & (htcap - 1))
+        while HT[slot] != 0:
+            slot = (slot + 1) & (htcap - 1)
+        HT[slot] = s
+    return 0
+
+
+cdef int _clear_sigs() except -1:
+    global nsig, nkeys
+    if htcap == 0:
+        _grow_sigs()
+    elif nsig > 0:
+        memset(HT, 0, htcap * sizeof(int))
+    nsig = 0
+    nkeys = 0
+    return 0
+
+
+# ---------------------------------------------------------------- forward
+
+cdef int _cmp_int(const void* a, const void* b) noexcept nogil:
+    cdef int x = (<int*>a)[0], y = (<int*>b)[0]
+    return (x > y) - (x < y)
+
+
+cdef int _ab_forward(int nid) except -1:
+    global st_calls, st_nodes, st_batches, st_batched, st_singles, st_sched, st_fwd
+    cdef Graph* g = cg()
+    cdef int c0 = g.computed, N = nid - g.computed + 1
+    cdef int i, j, k, a, s, d, best, m, q0 = 0, q1 = 0, done = 0, u
+    cdef long e = 0
+    cdef double t0 = _now(), tk = 0, t1, bestd, avg
+    cdef Node* n
+    if N <= 0:
+        return 0
+    _grow_nodes(N + 2)
+    _clear_sigs()
+    # 1. pending argument counts, depths, successor counts, signatures
+    memset(SSTART, 0, (N + 2) * sizeof(int))
+    for i in range(N):
+        n = &g.nodes[c0 + i]
+        k = 0
+        d = 0
+        for j in range(n.nargs):
+            a = g.ipool[n.arg_off + j] - c0
+            if a >= 0:
+                k += 1
+                if DEPTH[a] + 1 > d:
+                    d = DEPTH[a] + 1
+                SSTART[a + 1] += 1
+        LEFT[i] = k
+        DEPTH[i] = d
+        s = _signature(g, c0 + i)
+        SIG[i] = s
+        if s:
+            SDSUM[s] += d
+            SCNT[s] += 1
+    for i in range(N):
+        SSTART[i + 1] += SSTART[i]
+    e = SSTART[N]
+    _grow(<void**>&SLIST, &cap_e, e + 1, sizeof(int))
+    for i in range(N):            # fill: SSTART[a] advances, then shifts back
+        n = &g.nodes[c0 + i]
+        for j in range(n.nargs):
+            a = g.ipool[n.arg_off + j] - c0
+            if a >= 0:
+                SLIST[SSTART[a]] = i
+                SSTART[a] += 1
+    for i in range(N, 0, -1):
+        SSTART[i] = SSTART[i - 1]
+    SSTART[0] = 0
+    for i in range(N):
+        if LEFT[i] == 0:
+            _ready(i, &q1)
+    # 2. the agenda
+    while done < N:
+        if q0 < q1:
+            i = QUEUE[q0]
+            q0 += 1
+            t1 = _now()
+            exec_node(c0 + i)
+            tk += _now() - t1
+            _log(c0 + i)
+            st_singles += 1
+            done += 1
+            _release(i, &q1)
+            continue
+        best = 0
+        bestd = 1e300
+        for s in range(1, nsig + 1):
+            if SREADY[s] > 0:
+                avg = SDSUM[s] / SCNT[s]
+                if avg < bestd:
+                    bestd = avg
+                    best = s
+        if best == 0:
+            raise RuntimeError("dyn autobatching: no node is ready (a cycle?); %d of %d scheduled" % (done, N))
+        m = 0
+        u = SHEAD[best]
+        while u >= 0:
+            MEMB[m] = c0 + u
+            m += 1
+            u = NXT[u]
+        SHEAD[best] = -1
+        SREADY[best] = 0
+        if m == 1:
+            t1 = _now()
+            exec_node(MEMB[0])
+            tk += _now() - t1
+            _log(MEMB[0])
+            st_singles += 1
+        else:
+            qsort(MEMB, m, sizeof(int), _cmp_int)
+            tk += _run_batch(g, MEMB, m)
+            st_batches += 1
+            st_batched += m
+        done += m
+        for j in range(m):
+            _release(MEMB[j] - c0, &q1)
+    g.computed = nid + 1
+    st_calls += 1
+    st_nodes += N
+    t1 = _now() - t0
+    st_fwd += t1
+    st_sched += t1 - tk
+    return 0
+
+
+cdef int _grow_nodes(long need) except -1:
+    global cap_n, SIG, DEPTH, LEFT, SSTART, NXT, QUEUE, MEMB
+    cdef long c = cap_n
+    if need <= cap_n:
+        return 0
+    if c < 1024:
+        c = 1024
+    while c < need:
+        c *= 2
+    SIG = <int*>realloc(SIG, c * sizeof(int))
+    DEPTH = <int*>realloc(DEPTH, c * sizeof(int))
+    LEFT = <int*>realloc(LEFT, c * sizeof(int))
+    SSTART = <int*>realloc(SSTART, c * sizeof(int))
+    NXT = <int*>realloc(NXT, c * sizeof(int))
+    QUEUE = <int*>realloc(QUEUE, c * sizeof(int))
+    MEMB = <int*>realloc(MEMB, c * sizeof(int))
+    if SIG == NULL or DEPTH == NULL or LEFT == NULL or SSTART == NULL or NXT == NULL or QUEUE == NULL or MEMB == NULL:
+        raise MemoryError("dyn autobatching: bookkeeping")
+    cap_n = c
+    return 0
+
+
+cdef inline void _ready(int i, int* q1) noexcept:
+    cdef int s = SIG[i]
+    if s == 0:
+        QUEUE[q1[0]] = i
+        q1[0] += 1
+    else:
+        NXT[i] = SHEAD[s]
+        SHEAD[s] = i
+        SREADY[s] += 1
+
+
+cdef inline void _release(int i, int* q1) noexcept:
+    cdef int k, v
+    for k in range(SSTART[i], SSTART[i + 1]):
+        v = SLIST[k]
+        LEFT[v] -= 1
+        if LEFT[v] == 0:
+            _ready(v, q1)
+
+
+cdef double _run_batch(Graph* g, int* mem, int m) except -1:
+    """Run nodes mem[0..m) (same signature, ascending ids) as one node; returns kernel seconds."""
+    global nbt
+    cdef Node* n0 = &g.nodes[mem[0]]
+    cdef Node* n
+    cdef Node* a
+    cdef Node* P
+    cdef ABSpec* S = ab_spec(n0.op)
+    cdef OpKernel* K = kernel(n0.op)
+    cdef int nargs = n0.nargs, isz = g.itemsize, j, k, mode, off, pn, stride = 1 + 3 * m
+    cdef long total = 0, naux = 0, nidx = 0, argoff, idxoff, memoff, amap, o, tot, bd = 0, L
+    cdef Dim wd, wd0
+    cdef char* v
+    cdef char* aux
+    cdef char* p
+    cdef char* buf
+    cdef bint contiguous, slice_aux
+    cdef Batch* B
+    cdef Node* saved_nodes
+    cdef int* saved_ipool
+    cdef double t1, tk
+    for j in range(m):
+        n = &g.nodes[mem[j]]
+        total += dim_total(&n.dim)
+        naux += n.naux
+        nidx += n.nidx
+        bd += n.dim.bd
+    pn = _bn_take(1 + nargs)
+    argoff = _bi_take(nargs + nidx + m + <long>nargs * stride)
+    idxoff = argoff + nargs
+    memoff = idxoff + nidx
+    amap = memoff + m
+    n0 = &g.nodes[mem[0]]
+    # outputs (and scratch) as one block; members get their slices
+    v = <char*>arena_alloc(&g.fx, <size_t>total * isz)
+    aux = <char*>arena_alloc(&g.fx, <size_t>naux * isz) if naux else NULL
+    slice_aux = (S.flags & AB_AUXSLICE) != 0
+    o = 0
+    L = 0
+    k = 0
+    for j in range(m):
+        n = &g.nodes[mem[j]]
+        n.v = v + <size_t>o * isz
+        n.aux = (aux + <size_t>L * isz) if (aux != NULL and slice_aux) else NULL
+        n.flags |= F_DONE | F_AB
+        o += dim_total(&n.dim)
+        L += n.naux
+        BI[memoff + j] = mem[j]
+        if nidx:
+            memcpy(&BI[idxoff + k], &g.ipool[n.idx_off], n.nidx * sizeof(int))
+            k += n.nidx
+    # arguments
+    for k in range(nargs):
+        BI[argoff + k] = pn + 1 + k
+        mode = _argmode(g, n0, S, k, &off, &wd0)
+        BI[amap + <long>k * stride] = mode
+        if mode == ABA_SHARE:
+            BN[pn + 1 + k] = g.nodes[_resolve(g, g.ipool[n0.arg_off + k])]
+            continue
+        contiguous = True
+        tot = 0
+        p = NULL
+        for j in range(m):
+            n = &g.nodes[mem[j]]
+            _argmode(g, n, S, k, &off, &wd)
+            a = arg(g, n, k)
+            BI[amap + <long>k * stride + 1 + j] = g.ipool[n.arg_off + k]
+            BI[amap + <long>k * stride + 1 + m + j] = off
+            BI[amap + <long>k * stride + 1 + 2 * m + j] = dim_total(&wd)
+            if j > 0 and <char*>a.v + <size_t>off * isz != p:
+                contiguous = False
+            p = <char*>a.v + <size_t>(off + dim_total(&wd)) * isz
+            tot += dim_total(&wd)
+        a = arg(g, n0, k)
+        if contiguous:
+            buf = <char*>a.v + <size_t>BI[amap + <long>k * stride + 1 + m] * isz
+        else:
+            buf = <char*>arena_alloc(&g.fx, <size_t>tot * isz)
+            o = 0
+            for j in range(m):
+                n = &g.nodes[BI[amap + <long>k * stride + 1 + j]]
+                L = BI[amap + <long>k * stride + 1 + 2 * m + j]
+                memcpy(buf + <size_t>o * isz, <char*>n.v + <size_t>BI[amap + <long>k * stride + 1 + m + j] * isz,
+                       <size_t>L * isz)
+                o += L
+        P = &BN[pn + 1 + k]
+        P[0] = a[0]
+        P.v = buf
+        P.g = NULL
+        P.aux = NULL
+        P.nargs = 0
+        P.flags &= ~F_PGRAD
+        P.dim = wd0
+        P.dim.bd = wd0.bd * m
+    # the batched node
+    P = &BN[pn]
+    P[0] = n0[0]
+    P.arg_off = <int>argoff
+    P.idx_off = <int>idxoff
+    P.nidx = <int>nidx
+    P.dim.bd = <int>bd
+    P.v = v
+    P.aux = aux
+    P.naux = naux
+    P.g = NULL
+    # record it
+    _grow(<void**>&BT, &cbt, nbt + 1, sizeof(Batch))
+    B = &BT[nbt]
+    B.pn = pn
+    B.nargs = nargs
+    B.m = m
+    B.mem = <int>memoff
+    B.amap = <int>amap
+    B.total = total
+    _log(-1 - nbt)
+    nbt += 1
+    # run the op's kernel on it, with the side tables in place of the graph's
+    saved_nodes, saved_ipool = g.nodes, g.ipool
+    g.nodes, g.ipool = BN, BI
+    if S.fix != NULL:
+        S.fix(g, &BN[pn])
+    t1 = _now()
+    K.fwd(g, &BN[pn])
+    tk = _now() - t1
+    g.nodes, g.ipool = saved_nodes, saved_ipool
+    if g.check:
+        for j in range(m):
+            check_finite(mem[j])
+    return tk
+
+
+
+# ---------------------------------------------------------------- backward
+
+cdef int _ab_backward(int nid, bint full) except -1:
+    global st_bwd, st_bwd_sched
+    cdef Graph* g = cg()
+    cdef int i, j, k, a, u, bi, mem, stride, isz = g.itemsize, r
+    cdef long need = 0, L, o
+    cdef Node* n
+    cdef Node* P
+    cdef Node* x
+    cdef Batch* B
+    cdef unsigned char* live = NULL
+    cdef unsigned char* blive = NULL
+    cdef int* inb = NULL
+    cdef char* blk
+    cdef char* q
+    cdef bint ok
+    cdef double t0 = _now(), tk = 0, t1
+    cdef Node* saved_nodes
+    cdef int* saved_ipool
+    cdef OpKernel* K
+    live = <unsigned char*>calloc(nid + 1, 1)
+    blive = <unsigned char*>calloc(nbt + 1, 1)
+    inb = <int*>malloc((g.n + 1) * sizeof(int))
+    if live == NULL or blive == NULL or inb == NULL:
+        free(live)
+        free(blive)
+        free(inb)
+        raise MemoryError()
+    try:
+        for i in range(g.n):
+            inb[i] = -1
+        for bi in range(nbt):
+            B = &BT[bi]
+            for j in range(B.m):
+                u = BI[B.mem + j]
+                if u >= 0:
+                    inb[u] = bi
+        # the nodes on a path from the target to something that needs a gradient
+        live[nid] = 1
+        for i in range(nid, -1, -1):
+            n = &g.nodes[i]
+            if live[i] and not full and not (n.flags & F_NG):
+                live[i] = 0
+            if live[i]:
+                for j in range(n.nargs):
+                    live[g.ipool[n.arg_off + j]] = 1
+                if inb[i] >= 0:
+                    blive[inb[i]] = 1
+                elif not (n.flags & F_PGRAD):
+                    need += round_up(<size_t>dim_total(&n.dim) * isz)
+        for bi in range(nbt):
+            if blive[bi]:
+                need += round_up(<size_t>BT[bi].total * isz)
+        arena_reserve(&g.dx, need)
+        for i in range(g.n):
+            n = &g.nodes[i]
+            if i > nid or inb[i] >= 0 or not live[i]:
+                n.g = NULL
+            elif n.flags & F_PGRAD:
+                n.g = n.gptr
+            else:
+                n.g = arena_alloc(&g.dx, <size_t>dim_total(&n.dim) * isz)
+        for bi in range(nbt):
+            if not blive[bi]:
+                continue
+            B = &BT[bi]
+            blk = <char*>arena_alloc(&g.dx, <size_t>B.total * isz)
+            BN[B.pn].g = blk
+            o = 0
+            for j in range(B.m):
+                u = BI[B.mem + j]
+                P = &g.nodes[u] if u >= 0 else NULL
+                if P != NULL:
+                    P.g = blk + <size_t>o * isz
+                    o += dim_total(&P.dim)
+                else:
+                    o += _member_total(B, j)
+        memset(g.dx.base, 0, g.dx.used)
+        g.bwd_target = nid
+        n = &g.nodes[nid]
+        if not live[nid]:
+            return 0
+        if g.dtype == 0:
+            (<float*>n.g)[0] += 1.0
+        else:
+            (<double*>n.g)[0] += 1.0
+        for r in range(nlog - 1, -1, -1):
+            u = LOG[r]
+            if u >= 0:
+                if u > nid or not live[u]:
+                    continue
+                n = &g.nodes[u]
+                K = kernel(n.op)
+                t1 = _now()
+                if n.nargs == 0:
+                    if K.bwd != NULL:
+                        K.bwd(g, n, -1)
+                else:
+                    for j in range(n.nargs):
+                        if live[g.ipool[n.arg_off + j]]:
+                            K.bwd(g, n, j)
+                tk += _now() - t1
+                continue
+            bi = -1 - u
+            if not blive[bi]:
+                continue
+            tk += _batch_backward(g, &BT[bi], live, nid)
+    finally:
+        free(live)
+        free(blive)
+        free(inb)
+    t1 = _now() - t0
+    st_bwd += t1
+    st_bwd_sched += t1 - tk
+    return 0
+
+
+cdef long _member_total(Batch* B, int j) noexcept:
+    """Output items of member slot j (members share one Dim up to the batch)."""
+    return B.total // B.m
+
+
+cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) except -1:
+    cdef Node* P = &BN[B.pn]
+    cdef Node* A
+    cdef Node* x
+    cdef int k, j, u, m = B.m, stride = 1 + 3 * B.m, isz = g.itemsize, mode, need
+    cdef long base, tot, o, L, off
+    cdef char* q
+    cdef char* buf
+    cdef bint direct
+    cdef OpKernel* K = kernel(P.op)
+    cdef Node* saved_nodes
+    cdef int* saved_ipool
+    cdef double t1, tk = 0
+    cdef char* temps[64]
+    cdef char** tp = temps
+    if B.nargs > 64:
+        tp = <char**>malloc(B.nargs * sizeof(char*))
+        if tp == NULL:
+            raise MemoryError()
+    try:
+        for k in range(B.nargs):
+            tp[k] = NULL
+            base = B.amap + <long>k * stride
+            mode = BI[base]
+            A = &BN[B.pn + 1 + k]
+            if mode == ABA_SHARE:
+                u = _resolve_bn(g, B, k)
+                A[0] = g.nodes[u]
+                if u > nid or not live[u]:
+                    A.g = NULL
+                continue
+            need = 0
+            direct = True
+            q = NULL
+            tot = 0
+            for j in range(m):
+                u = BI[base + 1 + j]
+                off = BI[base + 1 + m + j]
+                L = BI[base + 1 + 2 * m + j]
+                tot += L
+                if BI[B.mem + j] < 0 or u > nid:
+                    direct = False
+                    continue
+                x = &g.nodes[u]
+                if live[u]:
+                    need = 1
+                if x.g == NULL:
+                    direct = False
+                    continue
+                if j > 0 and <char*>x.g + <size_t>off * isz != q:
+                    direct = False
+                q = <char*>x.g + <size_t>(off + L) * isz
+            if not need:
+                A.g = NULL
+                continue
+            if direct:
+                A.g = <char*>g.nodes[BI[base + 1]].g + <size_t>BI[base + 1 + m] * isz
+            else:
+                buf = <char*>arena_alloc(&g.dx, <size_t>tot * isz)
+                memset(buf, 0, <size_t>tot * isz)
+                A.g = buf
+                tp[k] = buf
+        saved_nodes, saved_ipool = g.nodes, g.ipool
+        g.nodes, g.ipool = BN, BI
+        t1 = _now()
+        for k in range(B.nargs):
+            if BN[B.pn + 1 + k].g != NULL:
+                K.bwd(g, &BN[B.pn], k)
+        tk = _now() - t1
+        g.nodes, g.ipool = saved_nodes, saved_ipool
+        # scatter-add the gathered argument gradients
+        for k in range(B.nargs):
+            if tp[k] == NULL:
+                continue
+            base = B.amap + <long>k * stride
+            o = 0
+            for j in range(m):
+                u = BI[base + 1 + j]
+                off = BI[base + 1 + m + j]
+                L = BI[base + 1 + 2 * m + j]
+                if BI[B.mem + j] >= 0 and u <= nid and g.nodes[u].g != NULL:
+                    _blas.axpy(g.dtype, <int>L, 1.0, tp[k] + <size_t>o * isz,
+                               <char*>g.nodes[u].g + <size_t>off * isz)
+                o += L
+    finally:
+        if tp != temps:
+            free(tp)
+    return tk
+
+
+cdef int _resolve_bn(Graph* g, Batch* B, int k) noexcept:
+    """The node a shared argument k of batch B stands for (its first live member's)."""
+    cdef int j, u
+    for j in range(B.m):
+        u = BI[B.mem + j]
+        if u >= 0:
+            return _resolve(g, g.ipool[g.nodes[u].arg_off + k])
+    return 0
+
+
+# ---------------------------------------------------------------- Python API
+
+def stats(bint reset=False):
+    """Counters of the engine since the last reset (see dyn.graph.autobatch_stats)."""
+    global st_nodes, st_batches, st_batched, st_singles, st_calls, st_sched, st_fwd, st_bwd, st_bwd_sched
+    out = {"forward_calls": st_calls, "nodes": st_nodes, "batches": st_batches, "batched_nodes": st_batched,
+           "singles": st_singles, "schedule_s": st_sched + st_bwd_sched, "forward_schedule_s": st_sched,
+           "backward_schedule_s": st_bwd_sched, "forward_s": st_fwd, "backward_s": st_bwd}
+    if reset:
+        st_nodes = st_batches = st_batched = st_singles = st_calls = 0
+        st_sched = st_fwd = st_bwd = st_bwd_sched = 0
+    return out
+
+
+def batches():
+    """The batches of the current graph: a list of member-id lists (for tests and profiling)."""
+    return [[BI[BT[b].mem + j] for j in range(BT[b].m)] for b in range(nbt)]
+
+
+set_autobatch_engine(_ab_forward, _ab_backward, _reset)
+
+
+def _debug_signatures():
+    """Signature ids of every node of the current graph (tests and debugging)."""
+    cdef Graph* g = cg()
+    _clear_sigs()
+    return [_signature(g, i) for i in range(g.n)]
+
+
+def kernel_batchable(str name):
+    """Whether the compiled kernel `name` declares how its nodes batch."""
+    from dyn._core._graph import op_code
+    return bool(ab_spec(op_code(name)).flags & AB_ON)
