@@ -44,7 +44,7 @@ from libc.stdlib cimport malloc, realloc, free, calloc, qsort
 from libc.string cimport memcpy, memset, memcmp
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from dyn._core._graph cimport (
-    Graph, Node, Dim, OpKernel, ABSpec, cg, kernel, arg, dim_total, arena_alloc, arena_reserve,
+    Graph, Node, Dim, OpKernel, ABSpec, cg, kernel, arg, arena_alloc, arena_reserve,
     exec_node, check_finite, round_up, ab_spec, set_autobatch_engine, node_desc,
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_SHARE_ODD, ABA_NO, ABA_CAT, ABA_SHARE,
     F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB)
@@ -101,6 +101,33 @@ cdef int* SREADY = NULL
 # statistics
 cdef long st_nodes = 0, st_batches = 0, st_batched = 0, st_singles = 0, st_calls = 0
 cdef double st_sched = 0, st_fwd = 0, st_bwd = 0, st_bwd_sched = 0
+
+
+cdef inline long dim_total(const Dim* d) noexcept nogil:
+    cdef long s = d.bd
+    cdef int i
+    for i in range(d.nd):
+        s *= d.d[i]
+    return s
+
+
+cdef inline void _add(int dtype, long n, char* x, char* y) noexcept nogil:
+    """y += x (the scatter-add of gathered gradients: short vectors, no BLAS call)."""
+    cdef long i
+    cdef float* xf
+    cdef float* yf
+    cdef double* xd
+    cdef double* yd
+    if dtype == 0:
+        xf = <float*>x
+        yf = <float*>y
+        for i in range(n):
+            yf[i] += xf[i]
+    else:
+        xd = <double*>x
+        yd = <double*>y
+        for i in range(n):
+            yd[i] += xd[i]
 
 
 cdef inline double _now() noexcept nogil:
@@ -384,15 +411,16 @@ cdef int _ab_forward(int nid) except -1:
     # 2. the agenda
     while done < N:
         if q0 < q1:
-            i = QUEUE[q0]
-            q0 += 1
             t1 = _now()
-            exec_node(c0 + i)
+            while q0 < q1:         # every ready node that cannot batch, in order
+                i = QUEUE[q0]
+                q0 += 1
+                exec_node(c0 + i)
+                _log(c0 + i)
+                st_singles += 1
+                done += 1
+                _release(i, &q1)
             tk += _now() - t1
-            _log(c0 + i)
-            st_singles += 1
-            done += 1
-            _release(i, &q1)
             continue
         best = 0
         bestd = 1e300
@@ -541,8 +569,12 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
         p = NULL
         for j in range(m):
             n = &g.nodes[mem[j]]
-            _argmode(g, n, S, k, &off, &wd)
             a = arg(g, n, k)
+            if S.argfn != NULL:
+                S.argfn(g, n, k, &off, &wd)
+            else:
+                off = 0
+                wd = a.dim
             BI[amap + <long>k * stride + 1 + j] = g.ipool[n.arg_off + k]
             BI[amap + <long>k * stride + 1 + m + j] = off
             BI[amap + <long>k * stride + 1 + 2 * m + j] = dim_total(&wd)
@@ -662,7 +694,7 @@ cdef int _ab_backward(int nid, bint full) except -1:
                     need += round_up(<size_t>dim_total(&n.dim) * isz)
         for bi in range(nbt):
             if blive[bi]:
-                need += round_up(<size_t>BT[bi].total * isz)
+                need += round_up(<size_t>BT[bi].total * isz) + _temp_bytes(&BT[bi], isz)
         arena_reserve(&g.dx, need)
         for i in range(g.n):
             n = &g.nodes[i]
@@ -725,6 +757,23 @@ cdef int _ab_backward(int nid, bint full) except -1:
     st_bwd += t1
     st_bwd_sched += t1 - tk
     return 0
+
+
+cdef size_t _temp_bytes(Batch* B, int isz) noexcept:
+    """An upper bound of the gather buffers B's backward may take (so the
+    gradient arena is reserved in one block and not re-allocated next time)."""
+    cdef int k, j, stride = 1 + 3 * B.m
+    cdef long base, tot
+    cdef size_t out = 0
+    for k in range(B.nargs):
+        base = B.amap + <long>k * stride
+        if BI[base] != ABA_CAT:
+            continue
+        tot = 0
+        for j in range(B.m):
+            tot += BI[base + 1 + 2 * B.m + j]
+        out += round_up(<size_t>tot * isz)
+    return out
 
 
 cdef long _member_total(Batch* B, int j) noexcept:
@@ -813,8 +862,7 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
                 off = BI[base + 1 + m + j]
                 L = BI[base + 1 + 2 * m + j]
                 if BI[B.mem + j] >= 0 and u <= nid and g.nodes[u].g != NULL:
-                    _blas.axpy(g.dtype, <int>L, 1.0, tp[k] + <size_t>o * isz,
-                               <char*>g.nodes[u].g + <size_t>off * isz)
+                    _add(g.dtype, L, tp[k] + <size_t>o * isz, <char*>g.nodes[u].g + <size_t>off * isz)
                 o += L
     finally:
         if tp != temps:
@@ -865,3 +913,8 @@ def kernel_batchable(str name):
     """Whether the compiled kernel `name` declares how its nodes batch."""
     from dyn._core._graph import op_code
     return bool(ab_spec(op_code(name)).flags & AB_ON)
+
+
+def _value_address(int nid):
+    """Address of a node's value (tests: batch members are adjacent)."""
+    return <size_t>cg().nodes[nid].v

@@ -148,7 +148,7 @@ cdef int arena_reset(Arena* a) except -1:
     cdef int i
     cdef size_t need
     if a.nold > 0:
-        need = a.high
+        need = a.high + a.high // 4     # headroom: graphs vary in size from one to the next
         for i in range(a.nold):
             _free_block(a.old[i])
         a.nold = 0
@@ -164,6 +164,7 @@ cdef int arena_reserve(Arena* a, size_t nbytes) except -1:
     if a.cap < nbytes or a.nold > 0:
         arena_reset(a)
         if a.cap < nbytes:
+            nbytes += nbytes // 4       # headroom, as arena_reset
             _free_block(a.base)
             a.base = NULL
             a.base = <char*>_aligned_block(nbytes)

@@ -1,0 +1,271 @@
+"""The autobatching engine itself: randomised graphs (hypothesis), the ways to
+switch it on, value() in the middle of a graph, incremental forwards,
+cg_checkpoint/cg_revert, check_validity, dropout inside batches, contiguous
+outputs read in place, and the statistics it reports."""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dyn as dy
+from dyn import _config
+from dyn._core import _autobatch, _graph
+from dyn.graph import autobatch_stats
+
+EXAMPLES = int(os.environ.get("DYN_HYPOTHESIS_EXAMPLES", "15"))
+D = 4
+
+
+class Model:
+    def __init__(self, seed=0):
+        rs = np.random.RandomState(seed)
+        self.m = dy.ParameterCollection()
+        self.W = self.m.parameters_from_numpy(rs.uniform(-1, 1, (D, D)))
+        self.W2 = self.m.parameters_from_numpy(rs.uniform(-1, 1, (D, 2 * D)))
+        self.b = self.m.parameters_from_numpy(rs.uniform(-1, 1, D))
+        self.E = self.m.lookup_parameters_from_numpy(rs.uniform(-1, 1, (10, D)))
+
+    def grads(self):
+        return [p.grad_as_array() for p in (self.W, self.W2, self.b)] + [self.E.grad_as_array()]
+
+    def zero_grads(self):
+        for p in (self.W, self.W2, self.b):
+            p.grad_view()[:] = 0
+        self.E.grad_view()[:] = 0
+
+
+# one example: a small random program over a pool of expressions
+OPS = ["tanh", "logistic", "add", "cmult", "matmul", "affine", "concat_mm", "bias", "scale", "pick", "square"]
+
+
+def _example(model, prog, leaves, rng_vals):
+    pool = []
+    for k, w in enumerate(leaves):
+        if k % 2:
+            pool.append(model.E[w])
+        else:
+            pool.append(dy.inputVector(list(rng_vals[k])))
+    for op, i, j in prog:
+        a, b = pool[i % len(pool)], pool[j % len(pool)]
+        if op == "tanh":
+            y = dy.tanh(a)
+        elif op == "logistic":
+            y = dy.logistic(a)
+        elif op == "add":
+            y = a + b
+        elif op == "cmult":
+            y = dy.cmult(a, b)
+        elif op == "matmul":
+            y = model.W * a
+        elif op == "affine":
+            y = dy.affine_transform([model.b, model.W, a])
+        elif op == "concat_mm":
+            y = model.W2 * dy.concatenate([a, b])
+        elif op == "bias":
+            y = a + model.b
+        elif op == "scale":
+            y = a * 0.5 + 1.0
+        elif op == "pick":
+            y = dy.ones((D,)) * dy.pickneglogsoftmax(a, i % D)
+        else:
+            y = dy.square(a)
+        pool.append(y)
+    return dy.sum_elems(dy.esum(pool[len(leaves) :])) if len(pool) > len(leaves) else dy.sum_elems(pool[0])
+
+
+programs = st.lists(
+    st.tuples(st.sampled_from(OPS), st.integers(0, 30), st.integers(0, 30)), min_size=1, max_size=8
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    progs=st.lists(programs, min_size=1, max_size=4),
+    n=st.integers(1, 12),
+    mid=st.integers(-1, 11),
+    seed=st.integers(0, 1000),
+)
+def test_random_graphs(progs, n, mid, seed):
+    """Examples drawn from a few random programs (so alike nodes exist), with
+    a value() asked for in the middle: autobatched == node by node, float32."""
+    rs = np.random.RandomState(seed)
+    examples = [
+        (progs[k % len(progs)], list(rs.randint(10, size=3)), rs.uniform(-1, 1, (3, D))) for k in range(n)
+    ]
+    model = Model(seed)
+    out = []
+    for ab in (False, True):
+        model.zero_grads()
+        dy.renew_cg(autobatching=ab)
+        losses = []
+        for k, (prog, leaves, vals) in enumerate(examples):
+            losses.append(_example(model, prog, leaves, vals))
+            if k == mid:
+                losses[-1].value()
+        loss = dy.esum(losses)
+        out.append((loss.value(), [x.value() for x in losses], None))
+        loss.backward()
+        out[-1] = out[-1][:2] + (model.grads(),)
+    (l0, v0, g0), (l1, v1, g1) = out
+    np.testing.assert_allclose(l1, l0, rtol=2e-5, atol=1e-5)
+    np.testing.assert_allclose(v1, v0, rtol=2e-5, atol=1e-5)
+    for a, b in zip(g0, g1):
+        np.testing.assert_allclose(b, a, rtol=2e-4, atol=1e-5)
+
+
+def _mlp_graph(model, n):
+    losses = []
+    for k in range(n):
+        h = dy.tanh(model.W * model.E[k % 10] + model.b)
+        losses.append(dy.pickneglogsoftmax(h, k % D))
+    return losses
+
+
+def test_switches():
+    """renew_cg(autobatching=...), dyn.init(autobatch=...), and the default."""
+    model = Model()
+    old = _config.state["autobatch"]
+    try:
+        dy.renew_cg(autobatching=True)
+        assert _graph.autobatching()
+        dy.renew_cg(autobatching=False)
+        assert not _graph.autobatching()
+        dy.init(autobatch=True)
+        assert _graph.autobatching()  # the current graph too
+        dy.renew_cg()
+        assert _graph.autobatching()
+        dy.esum(_mlp_graph(model, 5)).value()
+        assert _autobatch.batches()
+        dy.init(autobatch=False)
+        dy.renew_cg()
+        assert not _graph.autobatching()
+    finally:
+        _config.state["autobatch"] = old
+        dy.renew_cg()
+
+
+def test_flag_from_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    code = "import dyn as dy; from dyn._core import _graph; dy.renew_cg(); print(_graph.autobatching())"
+    out = subprocess.run(
+        [sys.executable, "-c", code, "--dynet-autobatch", "1"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "True"
+
+
+def test_batches_are_formed_and_outputs_are_contiguous():
+    model = Model()
+    dy.renew_cg(autobatching=True)
+    losses = _mlp_graph(model, 6)
+    dy.esum(losses).value()
+    batches = _autobatch.batches()
+    sizes = sorted(len(b) for b in batches)
+    assert sizes.count(6) >= 4  # matmul, +b, tanh, pickneglogsoftmax: one batch each
+    # the members' values are slices of one block, in member order
+    desc = _graph.describe()
+    for b in batches:
+        ptrs = [_autobatch._value_address(i) for i in b]
+        size = np.prod(desc[b[0]][2][0]) * desc[b[0]][2][1] * 4
+        assert all(q - p == size for p, q in zip(ptrs, ptrs[1:]))
+
+
+def test_incremental_forward_and_gradient_of_members():
+    """value() on part of the graph, more nodes, backward over everything;
+    gradient() of a node inside a batch is its slice."""
+    model = Model()
+    res = []
+    for ab in (False, True):
+        model.zero_grads()
+        dy.renew_cg(autobatching=ab)
+        a = _mlp_graph(model, 3)
+        first = dy.esum(a).value()
+        b = _mlp_graph(model, 4)
+        loss = dy.esum(a + b)
+        loss.backward(full=True)
+        res.append((first, loss.value(), [x.gradient() for x in a + b], model.grads()))
+    assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
+    assert res[0][1] == pytest.approx(res[1][1], rel=1e-6)
+    for x, y in zip(res[0][2] + res[0][3], res[1][2] + res[1][3]):
+        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
+
+
+def test_checkpoint_revert():
+    model = Model()
+    res = []
+    for ab in (False, True):
+        model.zero_grads()
+        dy.renew_cg(autobatching=ab)
+        keep = _mlp_graph(model, 3)
+        dy.cg_checkpoint()
+        drop = _mlp_graph(model, 3)
+        dy.esum(keep + drop).value()  # batches mix kept and dropped nodes
+        dy.cg_revert()
+        more = _mlp_graph(model, 2)
+        loss = dy.esum(keep + more)
+        loss.backward()
+        res.append((loss.value(), model.grads()))
+    assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
+    for x, y in zip(res[0][1], res[1][1]):
+        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
+
+
+def test_check_validity_names_a_member():
+    dy.renew_cg(autobatching=True, check_validity=True)
+    xs = [dy.inputVector([1.0, -1.0]) for _ in range(3)]
+    ys = [dy.log(x) for x in xs]
+    with pytest.raises(RuntimeError, match="NaN or Inf"):
+        dy.esum(ys).value()
+
+
+def test_dropout_inside_a_batch():
+    """Each member of a batched dropout gets its own mask; values and
+    gradients are consistent with it."""
+    dy.renew_cg(autobatching=True)
+    xs = [dy.inputVector(list(np.arange(1.0, 201.0))) for _ in range(4)]
+    ys = [dy.dropout(x, 0.5) for x in xs]
+    loss = dy.esum([dy.sum_elems(y) for y in ys])
+    loss.backward(full=True)
+    assert any(len(b) == 4 for b in _autobatch.batches())
+    masks = []
+    for x, y in zip(xs, ys):
+        v, g = y.npvalue(), x.gradient()
+        kept = v != 0
+        np.testing.assert_allclose(v[kept], 2 * np.arange(1.0, 201.0)[kept], rtol=1e-6)
+        np.testing.assert_allclose(g, 2.0 * kept)
+        assert 60 < kept.sum() < 140
+        masks.append(kept)
+    assert not all((masks[0] == m).all() for m in masks[1:])
+
+
+def test_stats():
+    model = Model()
+    autobatch_stats(reset=True)
+    dy.renew_cg(autobatching=True)
+    loss = dy.esum(_mlp_graph(model, 8))
+    loss.backward()
+    s = autobatch_stats(reset=True)
+    assert s["forward_calls"] == 1 and s["nodes"] == _graph.num_nodes()
+    assert s["batched_nodes"] + s["singles"] == s["nodes"] and s["batches"] >= 4
+    assert 0 < s["schedule_s"] <= s["forward_s"] + s["backward_s"]
+    assert autobatch_stats()["nodes"] == 0
+
+
+def test_set_and_invalidate():
+    """Static-graph reuse: inputs changed with set() recompute through the engine."""
+    model = Model()
+    dy.renew_cg(autobatching=True)
+    xs = [dy.inputVector([0.1 * k] * D) for k in range(4)]
+    for x in xs:
+        x.settable = True
+    ys = [dy.sum_elems(dy.tanh(model.W * x)) for x in xs]
+    loss = dy.esum(ys)
+    before = loss.value()
+    xs[0].set([1.0] * D)
+    after = loss.value()
+    want = sum(float(np.tanh(model.W.as_array() @ np.full(D, v)).sum()) for v in (1.0, 0.1, 0.2, 0.3))
+    assert after == pytest.approx(want, rel=1e-5) and after != before
