@@ -570,11 +570,10 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
         for j in range(m):
             n = &g.nodes[mem[j]]
             a = arg(g, n, k)
-            if S.argfn != NULL:
+            off = 0
+            wd = a.dim
+            if S.argfn != NULL:         # a window: the rule sets off and wd
                 S.argfn(g, n, k, &off, &wd)
-            else:
-                off = 0
-                wd = a.dim
             BI[amap + <long>k * stride + 1 + j] = g.ipool[n.arg_off + k]
             BI[amap + <long>k * stride + 1 + m + j] = off
             BI[amap + <long>k * stride + 1 + 2 * m + j] = dim_total(&wd)
