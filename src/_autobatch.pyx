@@ -432,11 +432,12 @@ cdef int _ab_forward(int nid) except -1:
                     best = s
         if best == 0:
             raise RuntimeError("dyn autobatching: no node is ready (a cycle?); %d of %d scheduled" % (done, N))
-        m = 0
+        m = SREADY[best]
+        k = m
         u = SHEAD[best]
-        while u >= 0:
-            MEMB[m] = c0 + u
-            m += 1
+        while u >= 0:              # the list is in reverse order of readiness
+            k -= 1
+            MEMB[k] = c0 + u
             u = NXT[u]
         SHEAD[best] = -1
         SREADY[best] = 0
@@ -447,7 +448,10 @@ cdef int _ab_forward(int nid) except -1:
             _log(MEMB[0])
             st_singles += 1
         else:
-            qsort(MEMB, m, sizeof(int), _cmp_int)
+            for j in range(1, m):
+                if MEMB[j] < MEMB[j - 1]:
+                    qsort(MEMB, m, sizeof(int), _cmp_int)
+                    break
             tk += _run_batch(g, MEMB, m)
             st_batches += 1
             st_batched += m
