@@ -3,10 +3,14 @@
 For each task configuration (tagger, tagger with characters, Tree-LSTM, RNN LM at minibatch
 1/4/16/64; dense and sparse updates) runs bench/tasks/<task>.py and then bench/peers/<task>.py
 (when torch is importable) for the same training-time budget, single-threaded by default (OMP,
-OpenBLAS, MKL and torch threads = 1), reads their key=value output, and writes a markdown table
-(speeds, the ratio dyn/PyTorch, startup times, dev accuracy / perplexity reached) to --out.
+OpenBLAS, MKL and torch threads = 1), and reads their key=value output. Writes, between the lines
+``<!-- paper-tasks:begin -->`` and ``<!-- paper-tasks:end -->`` of --out (added at the end when
+missing; the rest of the file is left as it is), the machine, a table (speeds, the ratio
+dyn/PyTorch next to issue 7's bar, startup times, the dev accuracy / perplexity each reached in
+the same time) and a PNG bar chart (--chart; needs matplotlib, skipped with a note without it).
 
-    python bench/run.py [--time S] [--quick] [--only tagger,treelstm] [--out docs/benchmarks.md]
+    python bench/run.py [--time S] [--quick] [--only rnnlm,treelstm] [--out docs/benchmarks.md]
+    python bench/run.py --quick --time 2 --out /tmp/paper.md     # CI smoke test (docs untouched)
 """
 
 import argparse
@@ -14,11 +18,13 @@ import datetime
 import importlib.util
 import os
 import platform
+import shlex
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+BEGIN, END = "<!-- paper-tasks:begin -->", "<!-- paper-tasks:end -->"
 
 CONFIGS = [
     ("bilstm_tagger", []),
@@ -35,11 +41,28 @@ CONFIGS = [
     ("rnnlm", ["--minibatch", "64", "--sparse"]),
 ]
 
+# issue 7's bars for the speed ratio dyn / PyTorch (targets, not results)
+BARS = {
+    "bilstm_tagger": 6.0,
+    "bilstm_tagger --sparse": 5.0,
+    "bilstm_tagger_char": 6.0,
+    "bilstm_tagger_char --sparse": 5.0,
+    "treelstm": 8.0,
+    "treelstm --sparse": 12.0,
+    "rnnlm --minibatch 1": 1.2,
+    "rnnlm --minibatch 64": 1.2,
+}
+
 
 def run_one(script, extra, args, env):
     cmd = [sys.executable, script] + ([args.data] if args.data else []) + extra
     cmd += ["--time", str(args.time)] + (["--quick"] if args.quick else [])
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=max(600.0, 20 * args.time)
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out"}
     out = proc.stdout.split("# final")[-1]
     kv = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     if proc.returncode != 0:
@@ -54,81 +77,233 @@ def speed(kv):
     return None, ""
 
 
+def fmt_ratio(ratio, bar):
+    if not ratio:
+        return "-"
+    return ("**%.2f**" if bar and ratio >= bar else "%.2f") % ratio
+
+
 def quality(kv):
     if "dev_acc" in kv:
         return "acc %.3f" % float(kv["dev_acc"])
     if "dev_ppl" in kv:
         return "ppl %.1f" % float(kv["dev_ppl"])
-    return kv.get("error", kv.get("skipped", "-"))
+    return kv.get("error", kv.get("skipped", "-")).replace("|", "/")
+
+
+def shown_args(argv):
+    """The command line for the section, without --note's text (printed as its own paragraph)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--note":
+            skip = True
+        elif not a.startswith("--note="):
+            out.append(a)
+    return shlex.join(out)
+
+
+def machine(threads):
+    """One line: CPU, cores, memory, Python, numpy/BLAS and torch versions."""
+    cpu, mem = platform.processor() or platform.machine(), ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            kb = int(next(line.split()[1] for line in f if line.startswith("MemTotal")))
+        mem = ", %.0f GiB" % (kb / 2**20)
+    except (OSError, StopIteration, ValueError):
+        pass
+    import numpy
+
+    try:
+        blas = numpy.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        blas = "%s %s" % (blas.get("name", ""), blas.get("version", ""))
+    except Exception:  # noqa: BLE001 - older numpy: no dict mode
+        blas = "BLAS"
+    line = "%s (%s), %d cores%s; Linux %s; Python %s, numpy %s (%s)" % (
+        cpu,
+        platform.machine(),
+        os.cpu_count() or 0,
+        mem,
+        platform.release(),
+        platform.python_version(),
+        numpy.__version__,
+        blas.strip(),
+    )
+    spec = importlib.util.find_spec("torch")
+    if spec is not None:
+        try:
+            from importlib.metadata import version
+
+            line += ", PyTorch %s" % version("torch")
+        except Exception:  # noqa: BLE001
+            line += ", PyTorch"
+    return line + "; %d thread(s) per run" % threads
+
+
+def chart(rows, path, title):
+    """Bar chart of the rows: dyn/PyTorch speed ratio (with the bars of issue 7) and the speeds."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not installed (pip install -e '.[bench]'): no chart written")
+        return None
+    names = [r["name"] for r in rows][::-1]
+    y = list(range(len(rows)))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 0.42 * len(rows) + 1.6), sharey=True)
+    ratios = [r["ratio"] or 0.0 for r in rows][::-1]
+    ax1.barh(y, ratios, color=["#2a7ab9" if v >= 1 else "#c0504d" for v in ratios])
+    bars = [BARS.get(r["name"]) for r in rows][::-1]
+    by = [i for i, b in zip(y, bars) if b]
+    ax1.scatter([b for b in bars if b], by, marker="|", s=300, color="black", label="issue 7's bar", zorder=3)
+    ax1.axvline(1.0, color="grey", lw=1)
+    ax1.set_xscale("log")
+    ax1.set_xlabel("dyn speed / PyTorch speed (log)")
+    ax1.set_yticks(y)
+    ax1.set_yticklabels(names)
+    if by:
+        ax1.legend(loc="lower right", fontsize=8)
+    for i, v in zip(y, ratios):
+        if v:
+            ax1.text(v, i, " %.2f" % v, va="center", fontsize=8)
+    h = 0.4
+    ax2.barh([i + h / 2 for i in y], [r["dyn"] or 0 for r in rows][::-1], h, label="dyn", color="#2a7ab9")
+    ax2.barh([i - h / 2 for i in y], [r["torch"] or 0 for r in rows][::-1], h, label="PyTorch", color="#999")
+    ax2.set_xscale("log")
+    ax2.set_xlabel("training speed (words/s or sentences/s, log)")
+    ax2.legend(loc="lower right", fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_section(out, text):
+    """Put text between the markers of out, leaving every other byte as it was (a file without
+    the markers gets them at its end; a missing file is created)."""
+    block = BEGIN + "\n" + text.rstrip("\n") + "\n" + END
+    old = ""
+    if os.path.exists(out):
+        with open(out, encoding="utf-8") as f:
+            old = f.read()
+    if BEGIN in old and END in old and old.index(BEGIN) < old.index(END):
+        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END) :]
+    elif old:
+        new = old.rstrip("\n") + "\n\n" + block + "\n"
+    else:
+        new = block + "\n"
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(new)
+    os.replace(tmp, out)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("data", nargs="?", default=None)
     p.add_argument("--time", type=float, default=60.0, help="training seconds per run")
-    p.add_argument("--quick", action="store_true", help="tiny data slices, a few seconds per run")
+    p.add_argument("--quick", action="store_true", help="tiny data slices, at most 5 s per run")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--only", default="", help="comma-separated task names")
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--out", default=os.path.join(REPO, "docs", "benchmarks.md"))
+    p.add_argument("--chart", default=None, help="PNG path (default: <out without .md>_paper.png)")
+    p.add_argument("--note", default="", help="a sentence about the run for the section (e.g. load)")
     args = p.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     env = dict(os.environ)
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(args.threads)
+    # the tasks import dyn from this checkout even where it is not installed
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH", "")]))
+    sys.path.insert(0, os.path.join(HERE, "tasks"))
+    import common
+
+    data = args.data or common.default_data_dir()
+    if not os.path.isdir(os.path.join(data, "ptb")):
+        print("note: no benchmark data in %s (see the tasks' --help): nothing run" % data)
+        return 0
     have_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
+    if not have_torch:
+        print("note: PyTorch is not installed (or --no-torch): dyn only")
     only = set(filter(None, args.only.split(",")))
 
     rows = []
     for task, extra in CONFIGS:
         if only and task not in only:
             continue
-        name = task + " " + " ".join(extra)
+        name = (task + " " + " ".join(extra)).strip()
         dyn_kv = run_one(os.path.join(HERE, "tasks", task + ".py"), extra, args, env)
         pt_kv = run_one(os.path.join(HERE, "peers", task + ".py"), extra, args, env) if have_torch else {}
         ds, unit = speed(dyn_kv)
         ps, _ = speed(pt_kv)
-        ratio = "%.2f" % (ds / ps) if ds and ps else "-"
-        row = [
-            name.strip(),
+        ratio = ds / ps if ds and ps else None
+        bar = BARS.get(name)
+        rows.append({"name": name, "dyn": ds, "torch": ps, "ratio": ratio})
+        cells = [
+            name,
             unit,
             "%.0f" % ds if ds else "-",
             "%.0f" % ps if ps else "-",
-            ratio,
+            fmt_ratio(ratio, bar),
+            "≥ %g" % bar if bar else "",
             "%.2f" % float(dyn_kv.get("startup_time", "nan")),
             "%.2f" % float(pt_kv.get("startup_time", "nan")) if pt_kv else "-",
             quality(dyn_kv),
             quality(pt_kv) if pt_kv else "-",
         ]
-        rows.append(row)
-        print(" | ".join(row), flush=True)
+        rows[-1]["cells"] = cells
+        print(" | ".join(cells), flush=True)
 
-    head = ["task", "unit", "dyn", "PyTorch", "dyn/PyTorch", "startup dyn s", "startup PyTorch s"]
+    out = os.path.abspath(args.out)
+    chart_path = os.path.abspath(args.chart or os.path.splitext(out)[0] + "_paper.png")
+    what = "%g s of training per run%s" % (
+        min(args.time, 5.0) if args.quick else args.time,
+        " on tiny data slices (--quick)" if args.quick else "",
+    )
+    title = "DyNet paper tasks, dyn vs PyTorch: %s, %s" % (what, datetime.date.today())
+    drawn = chart(rows, chart_path, title)
+    head = ["task", "unit", "dyn", "PyTorch", "dyn/PyTorch", "bar", "startup dyn s", "startup PyTorch s"]
     head += ["dev dyn", "dev PyTorch"]
     lines = [
-        "# Benchmarks: the DyNet paper's tasks, dyn vs PyTorch",
+        "## The DyNet paper's tasks against PyTorch (`bench/run.py`)",
         "",
-        "Generated by `python bench/run.py %s` on %s."
-        % (" ".join(argv or sys.argv[1:]), datetime.date.today()),
+        "Generated by `python bench/run.py %s` on %s (the table and chart between the"
+        " `paper-tasks` markers are rewritten by each run)." % (shown_args(argv), datetime.date.today()),
         "",
-        "Machine: %s, %s, Python %s; %d thread(s); %s s of training per run%s."
-        % (
-            platform.machine(),
-            platform.processor() or platform.platform(),
-            platform.python_version(),
-            args.threads,
-            args.time,
-            " (--quick: tiny data slices)" if args.quick else "",
-        ),
+        "Machine: %s. %s, dyn and PyTorch run one after the other for each configuration;"
+        " dev evaluation is not counted in the training time; speeds are training"
+        " words (RNN LM, taggers) or sentences (Tree-LSTM) per second." % (machine(args.threads), what),
+    ]
+    if args.note:
+        lines += ["", args.note]
+    lines += [
+        "",
+        "The `bar` column is issue 7's target for dyn/PyTorch (bold: met in this run). The dev"
+        " columns are the accuracy or perplexity each toolkit reached in the same training time.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", args.out)
+    lines += ["| " + " | ".join(r["cells"]) + " |" for r in rows]
+    if drawn:
+        rel = os.path.relpath(drawn, os.path.dirname(out)).replace(os.sep, "/")
+        lines += ["", "![dyn against PyTorch on the DyNet paper's tasks](%s)" % rel]
+    write_section(out, "\n".join(lines))
+    print("wrote", out, "and " + drawn if drawn else "")
+    failed = [r["name"] for r in rows if r["dyn"] is None]
+    if failed:
+        print("dyn failed on: " + ", ".join(failed))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,10 +1,12 @@
-/* Vectorisable float32 exp/tanh/logistic for dyn's elementwise kernels.
+/* Vectorisable float32 exp/tanh/logistic/softmax (and a column sum) for dyn's
+ * elementwise kernels.
  * exp: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for exactness),
  * e^r by its degree-6 Taylor polynomial (error < 1.2e-7 relative), 2^n
  * assembled in the exponent bits. Plain float arithmetic and an int
  * conversion: GCC vectorises loops over these (SSE2 and up). */
 #ifndef DYN_FASTMATH_H
 #define DYN_FASTMATH_H
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -48,6 +50,14 @@ static inline __attribute__((always_inline)) float dyn_logisticf(float x) {
     return x < 0.0f ? d : 1.0f - d;
 }
 
+/* e^x for any x <= 88: dyn_exp_ratio_f, and 0 where x is below the float
+ * range (e^-87.4 < FLT_MIN; -inf gives 0). A select on the result keeps the
+ * loop vectorised. NaN stays NaN. */
+static inline __attribute__((always_inline)) float dyn_expf(float x) {
+    float e = dyn_exp_ratio_f(x);
+    return x < -87.3f ? 0.0f : e;
+}
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define DYN_CLONES_FM __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
@@ -60,5 +70,39 @@ DYN_CLONES_FM static void dyn_tanh_f32(float* y, const float* x, long n) {
 }
 DYN_CLONES_FM static void dyn_logistic_f32(float* y, const float* x, long n) {
     for (long i = 0; i < n; i++) y[i] = dyn_logisticf(x[i]);
+}
+
+/* y[i] += sum_j G[i + j m] over the C columns of G (m x C): a bias gradient
+ * over a whole batch. Four columns per pass over y, so y (m floats, in
+ * cache) is read and written C / 4 times while G streams once. */
+DYN_CLONES_FM static void dyn_colsum_acc_f32(float* restrict y, const float* restrict G, long m, long C) {
+    long i, j = 0;
+    for (; j + 4 <= C; j += 4) {
+        const float *g0 = G + j * m, *g1 = g0 + m, *g2 = g1 + m, *g3 = g2 + m;
+        for (i = 0; i < m; i++) y[i] += (g0[i] + g1[i]) + (g2[i] + g3[i]);
+    }
+    for (; j < C; j++)
+        for (i = 0; i < m; i++) y[i] += G[j * m + i];
+}
+
+/* log sum e^x over n >= 1 entries as mx + ls: mx the largest entry, ls the
+ * log of the shifted sum (kept apart, ls keeps its digits when |mx| is
+ * large). Two vector passes, the sum in float lanes (n = 10^4: ~1e-6). */
+DYN_CLONES_FM static void dyn_logsumexp_f32(const float* x, long n, float* mx_out, float* ls_out) {
+    float mx = x[0], s = 0.0f;
+    long i;
+#pragma omp simd reduction(max:mx)
+    for (i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+#pragma omp simd reduction(+:s)
+    for (i = 0; i < n; i++) s += dyn_expf(x[i] - mx);
+    *mx_out = mx;
+    *ls_out = (float)log((double)s);
+}
+
+/* gx += c * softmax(x), softmax(x) = e^((x - mx) - ls) from dyn_logsumexp_f32:
+ * recomputed from x rather than kept (an exp costs less than the traffic). */
+DYN_CLONES_FM static void dyn_softmax_acc_f32(float* gx, const float* x, long n, float mx, float ls,
+                                             float c) {
+    for (long i = 0; i < n; i++) gx[i] += c * dyn_expf((x[i] - mx) - ls);
 }
 #endif

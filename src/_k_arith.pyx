@@ -15,6 +15,10 @@ from dyn._core._bcast cimport real, BIter, bi_init, bi_next, same_shape, _ext
 from dyn._core cimport _blas
 from dyn._core._kutil cimport arg_dims, batch_rule, g_node
 
+cdef extern from "_fastmath.h" nogil:
+    # a bias gradient over a whole batch in one pass (float32)
+    void dyn_colsum_acc_f32(float* y, const float* G, long m, long C)
+
 cdef enum:
     ADD, SUB, MUL, DIV
 
@@ -391,6 +395,9 @@ cdef void bwd_affine(Graph* g, Node* n, int i) noexcept:
         b = arg(g, n, 0)
         s = dim_size(&n.dim)
         bs = dim_size(&b.dim)
+        if g.dtype == 0 and b.dim.bd == 1:  # one bias for every column of the batch: one pass
+            dyn_colsum_acc_f32(<float*>b.g, <float*>n.g, bs, <long>n.dim.bd * (s // bs))
+            return
         for k in range(n.dim.bd):
             for j in range(0, s, bs):
                 _blas.axpy(g.dtype, bs, 1.0, <char*>n.g + (<size_t>k * s + j) * isz,

@@ -21,6 +21,8 @@ cdef extern from "_fastmath.h" nogil:
     # vectorisable float32 tanh/logistic (about 2 ulp; glibc's are scalar)
     void dyn_tanh_f32(float* y, const float* x, long n)
     void dyn_logistic_f32(float* y, const float* x, long n)
+    void dyn_logsumexp_f32(const float* x, long n, float* mx, float* ls)
+    void dyn_softmax_acc_f32(float* gx, const float* x, long n, float mx, float ls, float c)
 
 cdef enum:
     TANH, LOGISTIC, RECTIFY, EXP, LOG
@@ -455,22 +457,23 @@ cdef int _shape_pnls(Graph* g, Node* n) except -1:
     n.dim.nd = 1
     n.dim.d[0] = 1
     n.dim.bd = n.nidx
-    n.naux = <long>m * n.nidx   # the softmax of each element, kept for backward
+    n.naux = 2 * n.nidx   # max and log shifted sum per element: backward recomputes the softmax
     return 0
 
 
-cdef void _pnls_fwd(real* y, real* x, real* p, int* v, int m, int B, int xb) noexcept nogil:
-    # p (the softmax, kept for backward) and the loss in one sweep per element
+cdef void _pnls_fwd(real* y, real* x, real* lse, int* v, int m, int B, int xb) noexcept nogil:
+    # y = logsumexp(x) - x[v]; kept for backward: lse = (max, log of the shifted sum) per
+    # element, not the softmax (m / 2 times less memory; backward recomputes it from x)
     cdef int b, i
     cdef real* px
-    cdef real* pp
-    cdef real mx, e
-    cdef double acc, lse = 0
+    cdef real mx
+    cdef double acc
     for b in range(B):
         px = x + (b * m if xb > 1 else 0)
-        pp = p + b * m
-        if xb == 1 and b > 0:           # x broadcast: same softmax for every index
-            memcpy(pp, p, m * sizeof(real))
+        if xb == 1 and b > 0:           # x broadcast: same normaliser for every index
+            lse[2 * b], lse[2 * b + 1] = lse[0], lse[1]
+        elif real is float:             # vectorised exp and sums (libm's expf is scalar)
+            dyn_logsumexp_f32(px, m, &lse[2 * b], &lse[2 * b + 1])
         else:
             mx = px[0]
             for i in range(1, m):
@@ -478,29 +481,28 @@ cdef void _pnls_fwd(real* y, real* x, real* p, int* v, int m, int B, int xb) noe
                     mx = px[i]
             acc = 0
             for i in range(m):
-                e = _exp(px[i] - mx)
-                pp[i] = e
-                acc += e
-            e = <real>(1.0 / acc)
-            for i in range(m):
-                pp[i] *= e
-            lse = mx + log(acc)
-        y[b] = <real>(lse - px[v[b]])
+                acc += _exp(px[i] - mx)
+            lse[2 * b], lse[2 * b + 1] = mx, log(acc)
+        y[b] = <real>((<double>lse[2 * b] - px[v[b]]) + lse[2 * b + 1])
 
 
-cdef void _pnls_bwd(real* gx, real* gy, real* p, int* v, int m, int B, int xb) noexcept nogil:
-    # d/dx (-log softmax(x)[v]) = softmax(x) - onehot(v)
+cdef void _pnls_bwd(real* gx, real* gy, real* x, real* lse, int* v, int m, int B, int xb) noexcept nogil:
+    # d/dx (-log softmax(x)[v]) = softmax(x) - onehot(v), softmax(x) = exp((x - max) - log sum)
     cdef int b, i
+    cdef real* pg
     cdef real* px
-    cdef real* pp
-    cdef real c
+    cdef real c, mx, ls
     for b in range(B):
         c = gy[b]
-        px = gx + (b * m if xb > 1 else 0)
-        pp = p + b * m
-        for i in range(m):
-            px[i] += c * pp[i]
-        px[v[b]] -= c
+        pg = gx + (b * m if xb > 1 else 0)
+        px = x + (b * m if xb > 1 else 0)
+        mx, ls = lse[2 * b], lse[2 * b + 1]
+        if real is float:
+            dyn_softmax_acc_f32(pg, px, m, mx, ls, c)
+        else:
+            for i in range(m):
+                pg[i] += c * _exp((px[i] - mx) - ls)
+        pg[v[b]] -= c
 
 
 cdef void fwd_pnls(Graph* g, Node* n) noexcept:
@@ -515,9 +517,11 @@ cdef void fwd_pnls(Graph* g, Node* n) noexcept:
 cdef void bwd_pnls(Graph* g, Node* n, int i) noexcept:
     cdef Node* x = arg(g, n, 0)
     if g.dtype == 0:
-        _pnls_bwd(<float*>x.g, <float*>n.g, <float*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd)
+        _pnls_bwd(<float*>x.g, <float*>n.g, <float*>x.v, <float*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd,
+                  x.dim.bd)
     else:
-        _pnls_bwd(<double*>x.g, <double*>n.g, <double*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd)
+        _pnls_bwd(<double*>x.g, <double*>n.g, <double*>x.v, <double*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd,
+                  x.dim.bd)
 
 
 cdef int OP_PNLS = register_op("pickneglogsoftmax", _shape_pnls, fwd_pnls, bwd_pnls)

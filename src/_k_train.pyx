@@ -19,6 +19,10 @@ from dyn._core._k_catchup cimport (
 
 cnp.import_array()
 
+cdef extern from "_fastopt.h" nogil:
+    void dyn_adam_f32(float* w, float* g, float* m, float* v, long n, float gs, float l2, float c1,
+                      float c2, float alpha, float eps, float d)
+
 # ---------------------------------------------------------------- one step of a rule
 
 cdef void _step(HP* h, real* w, real* g, real* s0, real* s1, real* s2, long n) noexcept:
@@ -106,7 +110,11 @@ cdef void _run(PState s, long off, long n) noexcept:
     cdef ParamExpr p = s.p
     cdef Pool pool = p.pool
     cdef HP* h = &s.hyper.c
-    if pool.dtype == 0:
+    if pool.dtype == 0 and h.rule == ADAM:   # the hot case: one vector pass (src/_fastopt.h)
+        dyn_adam_f32(<float*>pool.vb + p.off + off, <float*>pool.gb + p.off + off,
+                     state_f(s, 0, off), state_f(s, 1, off), n, h.gscale, h.l2, 1 - h.b1, 1 - h.b2,
+                     h.alpha, h.eps, h.d)
+    elif pool.dtype == 0:
         _step(h, <float*>pool.vb + p.off + off, <float*>pool.gb + p.off + off,
               state_f(s, 0, off), state_f(s, 1, off), state_f(s, 2, off), n)
     else:

@@ -4,6 +4,12 @@ nn.Embedding(128) -> nn.LSTM(256) -> Linear(10k), sentences sorted by length, pa
 masked out of the summed loss; minibatch 1/4/16/64 (--minibatch); Adam lr 0.001, no clipping;
 --sparse: sparse embedding gradients with SparseAdam (the softmax stays dense). Dev perplexity
 in batches of 64 (not timed).
+
+The same model as the dyn program, initialised as DyNet initialises it by default (Glorot
+everywhere, LSTM bias zero plus forget bias 1, one LSTM bias vector: torch_common.dynet_init_):
+given the same initial weights the two compute the same losses step after step. (PyTorch's own
+defaults, N(0, 1) embeddings above all, learn faster per step on this task; a dyn or DyNet user
+gets that with ``init="normal"`` on the lookup table.)
 """
 
 import math
@@ -12,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from torch_common import Adam, common, torch  # noqa: E402
+from torch_common import Adam, common, dynet_init_, dynet_lstm_init_, torch  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -24,6 +30,9 @@ class LM(nn.Module):
         self.emb = nn.Embedding(nwords, wembed, sparse=sparse)
         self.lstm = nn.LSTM(wembed, hidden)
         self.out = nn.Linear(hidden, nwords)
+        for p in (self.emb.weight, self.out.weight, self.out.bias):
+            dynet_init_(p)
+        dynet_lstm_init_(self.lstm)
 
     def loss(self, inp, tgt, mask):
         h, _ = self.lstm(self.emb(inp))  # (T, B, H)

@@ -1,4 +1,5 @@
-"""Shared pieces of the PyTorch peers: torch import with a clear message, threads, Adam/SparseAdam.
+"""Shared pieces of the PyTorch peers: torch import with a clear message, threads, Adam/SparseAdam,
+DyNet's default initialisation.
 
 The peers read data through bench/tasks/common.py, the same pipeline as the dyn programs.
 """
@@ -18,6 +19,34 @@ except ImportError:  # pragma: no cover - peers run only where torch is installe
 
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 torch.manual_seed(1)
+
+
+@torch.no_grad()
+def dynet_init_(t):
+    """DyNet 2.1's default initialiser in place: Glorot uniform U(-s, s), s = sqrt(3k / sum of the
+    k dimensions) (a matrix m x n: sqrt(6 / (m + n)); a vector of n: sqrt(3 / n)). A lookup table
+    (nn.Embedding's weight) gets it over the whole table, as DyNet 2.1's Python
+    add_lookup_parameters does by default. Returns t."""
+    s = (3.0 * t.dim() / sum(t.shape)) ** 0.5
+    return t.uniform_(-s, s)
+
+
+@torch.no_grad()
+def dynet_lstm_init_(lstm):
+    """An nn.LSTM made DyNet's VanillaLSTMBuilder at its defaults: Glorot weights, one bias vector
+    (bias_ih; bias_hh zero and frozen, as DyNet has one bias) starting at zero, plus DyNet's
+    forget_bias 1 on the forget gate (PyTorch's gate rows are [i; f; g; o])."""
+    hidden = lstm.hidden_size
+    for name, p in lstm.named_parameters():
+        if name.startswith("weight"):
+            dynet_init_(p)
+        else:
+            p.zero_()
+            if name.startswith("bias_ih"):
+                p[hidden : 2 * hidden] = 1.0
+            else:
+                p.requires_grad_(False)
+    return lstm
 
 
 class Adam:

@@ -2,8 +2,12 @@
 
 Paper settings (Table 1): word embedding 128, one LSTM layer of 256, minibatches of 1, 4, 16 or 64
 sentences (--minibatch), sentences sorted by length and padded with masks, a softmax over the
-10k PTB vocabulary (``<s>`` ends every sentence); Adam lr 0.001, no clipping. Dev perplexity is
-computed in batches of 64 whatever the training minibatch (forward only, not timed).
+10k PTB vocabulary (``<s>`` ends every sentence); Adam lr 0.001, no clipping; DyNet's default
+initialisation. The softmax layer runs once per minibatch: the LSTM outputs of all steps are
+joined into one batch (``concatenate_to_batch``) for one matrix product and one
+``pickneglogsoftmax_batch``, as the PyTorch peer runs one ``nn.Linear`` over the whole sequence.
+Dev perplexity is computed in batches of 64 whatever the training minibatch (forward only, not
+timed).
 
     python bench/tasks/rnnlm.py [DATA] [--minibatch N] [--time S] [--sparse] [--quick]
 """
@@ -25,6 +29,34 @@ def batches(sents, size):
     return [sents[i : i + size] for i in range(0, len(sents), size)]
 
 
+class RNNLM:
+    """The model: embedding -> one VanillaLSTMBuilder layer -> softmax over the vocabulary."""
+
+    def __init__(self, model, nwords, wembed, hidden, S):
+        self.S = S
+        self.WORDS_LOOKUP = model.add_lookup_parameters((nwords, wembed))
+        self.W_sm = model.add_parameters((nwords, hidden))
+        self.b_sm = model.add_parameters(nwords)
+        self.RNN = dy.VanillaLSTMBuilder(1, wembed, hidden, model)
+
+    def loss(self, sents):
+        """Summed loss of a minibatch: the LSTM runs over all its steps, then one affine transform
+        and one pickneglogsoftmax_batch score every (step, sentence) pair at once, time-major."""
+        dy.renew_cg()
+        W_exp = dy.parameter(self.W_sm)
+        b_exp = dy.parameter(self.b_sm)
+        S, B, T = self.S, len(sents), len(sents[0])
+        wids = [sent[i] if len(sent) > i else S for i in range(T) for sent in sents]
+        inputs = [dy.lookup_batch(self.WORDS_LOOKUP, [S] * B)]
+        inputs += [dy.lookup_batch(self.WORDS_LOOKUP, wids[i * B : (i + 1) * B]) for i in range(T - 1)]
+        hs = dy.concatenate_to_batch(self.RNN.initial_state().transduce(inputs))  # {hidden} x T*B
+        losses = dy.pickneglogsoftmax_batch(dy.affine_transform([b_exp, W_exp, hs]), wids)
+        if len(sents[-1]) < T:  # padded steps of shorter sentences count zero
+            mask = [1.0 if len(sent) > i else 0.0 for i in range(T) for sent in sents]
+            losses = losses * dy.reshape(dy.inputVector(mask), (1,), T * B)
+        return dy.sum_batches(losses), sum(len(sent) for sent in sents)
+
+
 def main(argv=None):
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--minibatch", type=int, default=16)
@@ -35,39 +67,15 @@ def main(argv=None):
     S = vw.w2i["<s>"]
     train = [s + [S] for s in train]
     dev = [s + [S] for s in dev]
-    nwords = len(vw)
 
     model = dy.Model()
     trainer = dy.AdamTrainer(model, 0.001)
     trainer.set_clip_threshold(-1.0)
     trainer.set_sparse_updates(args.sparse)
-
-    WORDS_LOOKUP = model.add_lookup_parameters((nwords, args.wembed))
-    W_sm = model.add_parameters((nwords, args.hidden))
-    b_sm = model.add_parameters(nwords)
-    RNN = dy.VanillaLSTMBuilder(1, args.wembed, args.hidden, model)
-
-    def calc_lm_loss(sents):
-        dy.renew_cg()
-        W_exp = dy.parameter(W_sm)
-        b_exp = dy.parameter(b_sm)
-        B = len(sents)
-        s = RNN.initial_state().add_input(dy.lookup_batch(WORDS_LOOKUP, [S] * B))
-        losses = []
-        for i in range(len(sents[0])):
-            wids = [sent[i] if len(sent) > i else S for sent in sents]
-            mask = [1.0 if len(sent) > i else 0.0 for sent in sents]
-            score = dy.affine_transform([b_exp, W_exp, s.output()])
-            loss = dy.pickneglogsoftmax_batch(score, wids)
-            if mask[-1] != 1:
-                loss = loss * dy.reshape(dy.inputVector(mask), (1,), B)
-            losses.append(loss)
-            if i + 1 < len(sents[0]):
-                s = s.add_input(dy.lookup_batch(WORDS_LOOKUP, wids))
-        return dy.sum_batches(dy.esum(losses)), sum(len(sent) for sent in sents)
+    lm = RNNLM(model, len(vw), args.wembed, args.hidden, S)
 
     def step(mb):
-        loss, n = calc_lm_loss(mb)
+        loss, n = lm.loss(mb)
         value = loss.scalar_value()
         loss.backward()
         trainer.update()
@@ -78,7 +86,7 @@ def main(argv=None):
     def evaluate():
         total = words = 0
         for mb in dev_batches:
-            loss, n = calc_lm_loss(mb)
+            loss, n = lm.loss(mb)
             total += loss.scalar_value()
             words += n
         return {"dev_ppl": math.exp(total / max(words, 1))}
