@@ -40,3 +40,49 @@ def test_special_values_float32():
     s = dy.logistic(dy.inputVector(x)).npvalue()
     assert t[0] == 1.0 and t[1] == -1.0 and np.isnan(t[2])
     assert s[0] == 1.0 and s[1] == 0.0 and np.isnan(s[2])
+
+
+def _pnls_reference(x, v):
+    x = x.astype(np.float64)
+    mx = x.max(axis=0)
+    lse = mx + np.log(np.exp(x - mx).sum(axis=0))
+    p = np.exp(x - lse)
+    p[v, np.arange(x.shape[1])] -= 1
+    return lse - x[v, np.arange(x.shape[1])], p
+
+
+def test_pickneglogsoftmax_batch_float32_accuracy():
+    """The float32 loss keeps max and log-sum per element and recomputes the softmax in
+    backward: value and gradient against float64, small to very large logits."""
+    rng = np.random.RandomState(0)
+    for scale in (0.01, 1.0, 30.0, 1000.0):
+        x = (rng.randn(5000, 6) * scale).astype(np.float32)
+        v = list(rng.randint(0, 5000, 6))
+        m = dy.ParameterCollection()
+        X = m.add_parameters((5000, 6), init=x.astype(np.float64))
+        dy.renew_cg()
+        cols = dy.concatenate_to_batch([dy.pick(dy.parameter(X), j, 1) for j in range(6)])
+        loss = dy.pickneglogsoftmax_batch(cols, v)
+        dy.sum_batches(loss).backward()
+        want, grad = _pnls_reference(x, v)
+        np.testing.assert_allclose(loss.npvalue().ravel(), want, rtol=1e-6, atol=1e-5)
+        np.testing.assert_allclose(X.grad_as_array(), grad, rtol=0, atol=2e-6)
+
+
+def test_pickneglogsoftmax_float32_minus_infinity():
+    x = np.array([0.0, -np.inf, 1.0, -100.0], dtype=np.float32)
+    want = np.log(1 + np.exp(1.0) + np.exp(-100.0))
+    assert abs(dy.pickneglogsoftmax(dy.inputVector(x), 0).scalar_value() - want) < 1e-6
+
+
+def test_affine_transform_batched_bias_gradient_float32():
+    """One bias for a batch of columns: its gradient is summed in one pass (src/_fastmath.h)."""
+    rng = np.random.RandomState(1)
+    for rows, batch in ((7, 1), (9, 5), (300, 13)):
+        m = dy.ParameterCollection()
+        W, b = m.add_parameters((rows, 4)), m.add_parameters(rows)
+        x, r = rng.randn(4, batch).astype(np.float32), rng.randn(rows, batch).astype(np.float32)
+        dy.renew_cg()
+        y = dy.affine_transform([dy.parameter(b), dy.parameter(W), dy.inputTensor(x, batched=True)])
+        dy.sum_batches(dy.dot_product(y, dy.inputTensor(r, batched=True))).backward()
+        np.testing.assert_allclose(b.grad_as_array(), r.sum(axis=1), rtol=1e-5, atol=1e-5)
