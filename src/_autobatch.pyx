@@ -44,7 +44,7 @@ from libc.stdlib cimport malloc, realloc, free, calloc, qsort
 from libc.string cimport memcpy, memset, memcmp
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from dyn._core._graph cimport (
-    Graph, Node, Dim, OpKernel, ABSpec, cg, kernel, arg, arena_alloc, arena_reserve,
+    Graph, Node, Dim, OpKernel, ABSpec, cg, kernel, arg, dim_total, arena_alloc, arena_reserve, mark_live, node_backward,
     exec_node, check_finite, round_up, ab_spec, set_autobatch_engine, node_desc,
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_SHARE_ODD, ABA_NO, ABA_CAT, ABA_SHARE,
     F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB)
@@ -101,14 +101,6 @@ cdef int* SREADY = NULL
 # statistics
 cdef long st_nodes = 0, st_batches = 0, st_batched = 0, st_singles = 0, st_calls = 0
 cdef double st_sched = 0, st_fwd = 0, st_bwd = 0, st_bwd_sched = 0
-
-
-cdef inline long dim_total(const Dim* d) noexcept nogil:
-    cdef long s = d.bd
-    cdef int i
-    for i in range(d.nd):
-        s *= d.d[i]
-    return s
 
 
 cdef inline void _add(int dtype, long n, char* x, char* y) noexcept nogil:
@@ -649,22 +641,16 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
 cdef int _ab_backward(int nid, bint full) except -1:
     global st_bwd, st_bwd_sched
     cdef Graph* g = cg()
-    cdef int i, j, k, a, u, bi, mem, stride, isz = g.itemsize, r
-    cdef long need = 0, L, o
+    cdef int i, j, u, bi, isz = g.itemsize, r
+    cdef long need = 0, o
     cdef Node* n
     cdef Node* P
-    cdef Node* x
     cdef Batch* B
     cdef unsigned char* live = NULL
     cdef unsigned char* blive = NULL
     cdef int* inb = NULL
     cdef char* blk
-    cdef char* q
-    cdef bint ok
     cdef double t0 = _now(), tk = 0, t1
-    cdef Node* saved_nodes
-    cdef int* saved_ipool
-    cdef OpKernel* K
     live = <unsigned char*>calloc(nid + 1, 1)
     blive = <unsigned char*>calloc(nbt + 1, 1)
     inb = <int*>malloc((g.n + 1) * sizeof(int))
@@ -682,15 +668,10 @@ cdef int _ab_backward(int nid, bint full) except -1:
                 u = BI[B.mem + j]
                 if u >= 0:
                     inb[u] = bi
-        # the nodes on a path from the target to something that needs a gradient
-        live[nid] = 1
-        for i in range(nid, -1, -1):
+        mark_live(nid, full, live)
+        for i in range(nid + 1):
             n = &g.nodes[i]
-            if live[i] and not full and not (n.flags & F_NG):
-                live[i] = 0
             if live[i]:
-                for j in range(n.nargs):
-                    live[g.ipool[n.arg_off + j]] = 1
                 if inb[i] >= 0:
                     blive[inb[i]] = 1
                 elif not (n.flags & F_PGRAD):
@@ -720,8 +701,8 @@ cdef int _ab_backward(int nid, bint full) except -1:
                 if P != NULL:
                     P.g = blk + <size_t>o * isz
                     o += dim_total(&P.dim)
-                else:
-                    o += _member_total(B, j)
+                else:                   # a member cg_revert dropped: same Dim as the others
+                    o += B.total // B.m
         memset(g.dx.base, 0, g.dx.used)
         g.bwd_target = nid
         n = &g.nodes[nid]
@@ -736,16 +717,8 @@ cdef int _ab_backward(int nid, bint full) except -1:
             if u >= 0:
                 if u > nid or not live[u]:
                     continue
-                n = &g.nodes[u]
-                K = kernel(n.op)
                 t1 = _now()
-                if n.nargs == 0:
-                    if K.bwd != NULL:
-                        K.bwd(g, n, -1)
-                else:
-                    for j in range(n.nargs):
-                        if live[g.ipool[n.arg_off + j]]:
-                            K.bwd(g, n, j)
+                node_backward(u, live)
                 tk += _now() - t1
                 continue
             bi = -1 - u
@@ -777,11 +750,6 @@ cdef size_t _temp_bytes(Batch* B, int isz) noexcept:
             tot += BI[base + 1 + 2 * B.m + j]
         out += round_up(<size_t>tot * isz)
     return out
-
-
-cdef long _member_total(Batch* B, int j) noexcept:
-    """Output items of member slot j (members share one Dim up to the batch)."""
-    return B.total // B.m
 
 
 cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) except -1:

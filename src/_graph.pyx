@@ -28,15 +28,6 @@ cdef size_t ALIGN = 64
 
 # ---------------------------------------------------------------- dims
 
-cdef int dim_size(const Dim* d) noexcept nogil:
-    cdef int s = 1, i
-    for i in range(d.nd):
-        s *= d.d[i]
-    return s
-
-cdef int dim_total(const Dim* d) noexcept nogil:
-    return dim_size(d) * d.bd
-
 cdef int dim_rows(const Dim* d) noexcept nogil:
     return d.d[0]
 
@@ -406,7 +397,7 @@ def invalidate():
 # ---------------------------------------------------------------- backward
 
 cdef int backward_from(int nid, bint full) except -1:
-    cdef int i, j, a, total
+    cdef int i
     cdef size_t need = 0
     cdef Node* n
     cdef unsigned char* live
@@ -422,18 +413,11 @@ cdef int backward_from(int nid, bint full) except -1:
     if live == NULL:
         raise MemoryError()
     try:
-        # Which nodes lie on a path from the target to something that needs
-        # a gradient (full=True: to anything).
-        live[nid] = 1
-        for i in range(nid, -1, -1):
+        mark_live(nid, full, live)
+        for i in range(nid + 1):
             n = &G.nodes[i]
-            if live[i] and not full and not (n.flags & F_NG):
-                live[i] = 0
-            if live[i]:
-                for j in range(n.nargs):
-                    live[G.ipool[n.arg_off + j]] = 1
-                if not (n.flags & F_PGRAD):
-                    need += _round(<size_t>dim_total(&n.dim) * G.itemsize)
+            if live[i] and not (n.flags & F_PGRAD):
+                need += _round(<size_t>dim_total(&n.dim) * G.itemsize)
         arena_reserve(&G.dx, need)
         for i in range(nid + 1):
             n = &G.nodes[i]
@@ -455,20 +439,40 @@ cdef int backward_from(int nid, bint full) except -1:
         else:
             (<double*>n.g)[0] += 1.0
         for i in range(nid, -1, -1):
-            if not live[i]:
-                continue
-            n = &G.nodes[i]
-            if n.nargs == 0:
-                if KT[n.op].bwd != NULL:
-                    KT[n.op].bwd(&G, n, -1)     # leaf hook: lookups mark rows
-                continue
-            for j in range(n.nargs):
-                a = G.ipool[n.arg_off + j]
-                if live[a]:
-                    KT[n.op].bwd(&G, n, j)
+            if live[i]:
+                node_backward(i, live)
     finally:
         free(live)
     return 0
+
+
+cdef void mark_live(int nid, bint full, unsigned char* live) noexcept:
+    """live[i] = 1 for the nodes (up to nid, live zeroed) on a path from nid to
+    something that needs a gradient (full=True: to anything)."""
+    cdef int i, j
+    cdef Node* n
+    live[nid] = 1
+    for i in range(nid, -1, -1):
+        n = &G.nodes[i]
+        if live[i] and not full and not (n.flags & F_NG):
+            live[i] = 0
+        if live[i]:
+            for j in range(n.nargs):
+                live[G.ipool[n.arg_off + j]] = 1
+
+
+cdef void node_backward(int i, const unsigned char* live) noexcept:
+    """Node i's backward: the leaf hook (lookups mark their rows), or its kernel
+    for each live argument."""
+    cdef Node* n = &G.nodes[i]
+    cdef int j
+    if n.nargs == 0:
+        if KT[n.op].bwd != NULL:
+            KT[n.op].bwd(&G, n, -1)
+        return
+    for j in range(n.nargs):
+        if live[G.ipool[n.arg_off + j]]:
+            KT[n.op].bwd(&G, n, j)
 
 # ---------------------------------------------------------------- graph API
 

@@ -131,8 +131,13 @@ cdef OpKernel* kernel(int op) noexcept nogil
 cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=*) except -1
 
 # dims
-cdef int dim_size(const Dim* d) noexcept nogil
-cdef int dim_total(const Dim* d) noexcept nogil
+cdef inline int dim_size(const Dim* d) noexcept nogil:
+    cdef int s = 1, i
+    for i in range(d.nd):
+        s *= d.d[i]
+    return s
+cdef inline int dim_total(const Dim* d) noexcept nogil:
+    return dim_size(d) * d.bd
 cdef int dim_rows(const Dim* d) noexcept nogil
 cdef int dim_cols(const Dim* d) noexcept nogil
 cdef void dim_set(Dim* d, int nd, int d0, int d1, int bd) noexcept nogil
@@ -156,6 +161,8 @@ cdef str op_name(int op)
 cdef str node_desc(int nid)
 cdef int forward_to(int nid) except -1
 cdef int backward_from(int nid, bint full) except -1
+cdef void mark_live(int nid, bint full, unsigned char* live) noexcept
+cdef void node_backward(int i, const unsigned char* live) noexcept
 cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL
 cdef int arena_reserve(Arena* a, size_t nbytes) except -1
 cdef int pyref_add(object o) except -1
