@@ -9,6 +9,7 @@ lazily and exactly by src/_k_catchup.pyx (which also holds the state types).
 """
 from libc.math cimport isfinite, sqrt, log
 from libc.string cimport memset
+from libc.stdlib cimport qsort
 cimport numpy as cnp
 from dyn._core._expr cimport Pool, ParamExpr
 from dyn._core._graph cimport Touch
@@ -22,6 +23,10 @@ cnp.import_array()
 cdef extern from "_fastopt.h" nogil:
     void dyn_adam_f32(float* w, float* g, float* m, float* v, long n, float gs, float l2, float c1,
                       float c2, float alpha, float eps, float d)
+    unsigned dyn_ftz_begin()
+    void dyn_ftz_end(unsigned old)
+    void dyn_adam_f32_nograd(float* w, float* m, float* v, long n, float l2, float c1, float c2,
+                             float alpha, float eps, float d)
 
 # ---------------------------------------------------------------- one step of a rule
 
@@ -110,6 +115,7 @@ cdef void _run(PState s, long off, long n) noexcept:
     cdef ParamExpr p = s.p
     cdef Pool pool = p.pool
     cdef HP* h = &s.hyper.c
+    cdef unsigned csr = dyn_ftz_begin()     # denormals flushed (see src/_fastopt.h)
     if pool.dtype == 0 and h.rule == ADAM:   # the hot case: one vector pass (src/_fastopt.h)
         dyn_adam_f32(<float*>pool.vb + p.off + off, <float*>pool.gb + p.off + off,
                      state_f(s, 0, off), state_f(s, 1, off), n, h.gscale, h.l2, 1 - h.b1, 1 - h.b2,
@@ -120,6 +126,46 @@ cdef void _run(PState s, long off, long n) noexcept:
     else:
         _step(h, <double*>pool.vb + p.off + off, <double*>pool.gb + p.off + off,
               state_d(s, 0, off), state_d(s, 1, off), state_d(s, 2, off), n)
+    dyn_ftz_end(csr)
+
+
+cdef int _cmp_int(const void* a, const void* b) noexcept nogil:
+    return (<const int*>a)[0] - (<const int*>b)[0]
+
+
+cdef void _run_dense_lookup(PState s, Touch* tc) noexcept:
+    """A dense step over a whole lookup table that was not used whole: only
+    the touched rows can hold a gradient, so the rows between them take the
+    zero-gradient loop (no gradient read, nothing to clear). float32 Adam only
+    (the hot case); other rules and float64 take the plain pass."""
+    cdef ParamExpr p = s.p
+    cdef Pool pool = p.pool
+    cdef HP* h = &s.hyper.c
+    cdef long rs = p.rowsize, start = 0, r
+    cdef int k
+    cdef float* w
+    cdef float* m
+    cdef float* v
+    cdef unsigned csr
+    if not (pool.dtype == 0 and h.rule == ADAM) or tc.n * 4 > p.nrows:
+        _run(s, 0, p.size)
+        return
+    csr = dyn_ftz_begin()
+    w = <float*>pool.vb + p.off
+    m = state_f(s, 0, 0)
+    v = state_f(s, 1, 0)
+    qsort(tc.rows, tc.n, sizeof(int), _cmp_int)
+    for k in range(tc.n):
+        r = tc.rows[k]
+        if r > start:
+            dyn_adam_f32_nograd(w + start * rs, m + start * rs, v + start * rs, (r - start) * rs, h.l2,
+                                1 - h.b1, 1 - h.b2, h.alpha, h.eps, h.d)
+        _run(s, r * rs, rs)
+        start = r + 1
+    if start < p.nrows:
+        dyn_adam_f32_nograd(w + start * rs, m + start * rs, v + start * rs, (p.nrows - start) * rs,
+                            h.l2, 1 - h.b1, 1 - h.b2, h.alpha, h.eps, h.d)
+    dyn_ftz_end(csr)
 
 
 cdef void _eg_rows(PState s, long off, long n, long rowsize) noexcept:
@@ -163,7 +209,10 @@ def step(PState s, bint sparse):
         return
     catch_all(s)
     s._advance()
-    _run(s, 0, p.size)
+    if tc.all:
+        _run(s, 0, p.size)
+    else:
+        _run_dense_lookup(s, tc)
     if h.rule == EG:
         _eg_rows(s, 0, p.size, p.rowsize)
     s.tloc += 1

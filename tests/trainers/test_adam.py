@@ -86,3 +86,53 @@ def test_adam_float32_matches_reference():
         theta = _adam_reference(w0, grads, lr=0.01)
         np.testing.assert_allclose(W.as_array(), theta, rtol=2e-4, atol=2e-5)
     assert not W.grad_as_array().any()
+
+
+def test_adam_dense_lookup_step_matches_reference():
+    """A dense float32 step runs the untouched rows through a loop that never reads
+    the gradient (src/_fastopt.h): every row must still move as dense Adam says."""
+    rng = np.random.RandomState(3)
+    e0 = rng.randn(40, 8).astype(np.float32).astype(np.float64)
+    m = dy.ParameterCollection()
+    E = m.add_lookup_parameters((40, 8), init=e0)
+    t = dy.AdamTrainer(m, alpha=0.01)
+    t.set_clip_threshold(-1)
+    t.set_sparse_updates(False)
+    grads = []
+    for step in range(12):
+        rows = [int(r) for r in rng.choice(40, 3, replace=False)] + [39 if step % 2 else 0]
+        dy.renew_cg()
+        dy.sum_elems(dy.esum([E[r] for r in rows])).backward()
+        g = np.zeros((40, 8))
+        for r in rows:
+            g[r] += 1.0
+        grads.append(g)
+        t.update()
+        np.testing.assert_allclose(E.as_array(), _adam_reference(e0, grads, lr=0.01), rtol=1e-5, atol=1e-6)
+    assert not E.grad_as_array().any() and len(E.touched_rows()) == 0
+
+
+def test_optimizer_flushes_denormal_moments_and_restores_fp_mode():
+    """Moments decayed into the denormal range are flushed to zero inside the step
+    (they cost x86 a microcode assist each); the caller's floating-point mode is
+    left as it was."""
+    m = dy.ParameterCollection()
+    E = m.add_lookup_parameters((4, 3), init=np.ones((4, 3)))
+    t = dy.AdamTrainer(m, alpha=0.01)
+    t.set_sparse_updates(False)
+    dy.sum_elems(E[0]).backward()
+    t.update()
+    state = t.state_dict()
+    tiny = np.finfo(np.float32).tiny
+    state["/_0#m"] = np.full(12, tiny * 1.05, np.float32)  # one more decay step is denormal
+    t.load_state_dict(state)
+    w_before = E.as_array().copy()
+    dy.renew_cg()
+    dy.sum_elems(E[1]).backward()
+    t.update()
+    mom = t.state_dict()["/_0#m"].reshape(4, 3)
+    assert (mom[[0, 2, 3]] == 0).all()  # idle rows: 0.9 * 1.05 * tiny flushed
+    assert (mom[1] > 0.09).all()  # the touched row took its gradient
+    np.testing.assert_array_equal(E.as_array()[[0, 2, 3]], w_before[[0, 2, 3]])
+    # numpy arithmetic after the step still produces denormals (mode restored)
+    assert np.float32(tiny) / np.float32(4) != 0
