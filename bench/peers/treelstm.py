@@ -32,7 +32,10 @@ class TreeLSTM(nn.Module):
             i, o, u = a.chunk(3)
             c = torch.sigmoid(i) * torch.tanh(u)
             return torch.sigmoid(o) * torch.tanh(c), c
-        (hl, cl), (hr, cr) = (self.encode(ch, ids) for ch in tree.children)
+        states = [self.encode(ch, ids) for ch in tree.children]
+        if len(states) == 1:  # 3 SST training trees have a unary inner node: the absent child is zero,
+            states.append((torch.zeros_like(states[0][0]), torch.zeros_like(states[0][1])))  # as in dyn
+        (hl, cl), (hr, cr) = states
         a = self.U(torch.cat([hl, hr]))
         i, o, u, fl, fr = a.chunk(5)
         c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl + 1) * cl + torch.sigmoid(fr + 1) * cr
