@@ -77,4 +77,12 @@ DYN_CLONES_OPT static void dyn_adam_f32_nograd(float* restrict w, float* restric
         w[i] = (w[i] - alpha * mi / (sqrtf(vi) + eps)) * d;
     }
 }
+/* sum a[j] b[j] over n doubles, in vector lanes (the lazy Adam catch-up's
+ * interval sums, src/_k_catchup.pyx). */
+DYN_CLONES_OPT static double dyn_dot_f64(const double* restrict a, const double* restrict b, long n) {
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (long j = 0; j < n; j++) s += a[j] * b[j];
+    return s;
+}
 #endif

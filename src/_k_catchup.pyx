@@ -51,6 +51,12 @@ from dyn._core._expr cimport ParamExpr
 
 cnp.import_array()
 
+cdef extern from "_fastopt.h" nogil:
+    double dyn_dot_f64(const double* a, const double* b, long n)
+
+cdef enum:
+    PW_MAX = 4096    # K up to which Adam's interval sums are dot products with a powers table
+
 cdef enum:
     SMORMS3_EXACT = 512  # SMORMS3 idle steps replayed exactly
     KMAX = 1 << 20
@@ -144,6 +150,27 @@ cdef class Hyper:
         self.bias = np.ascontiguousarray(tab)
         self.biasp = <double*>cnp.PyArray_DATA(self.bias)
         self.nbias = n
+
+    cdef double* _powers(self) except NULL:
+        """The table pw[r, j - 1] = q_r^j, j = 1..K, for q_0 = b1, q_1+n = rr[n],
+        q_1+NSER+n = ru[n] (each power by repeated products, as the loop over j
+        forms them), and a K-double scratch for the c_j."""
+        cdef int r, j, K = self.c.K
+        cdef double q, p
+        cdef double* row
+        if self.pwp == NULL:
+            self.pw = np.zeros((1 + 2 * NSER, K))
+            self.cbuf = np.zeros(K)
+            self.pwp = <double*>cnp.PyArray_DATA(self.pw)
+            self.cbufp = <double*>cnp.PyArray_DATA(self.cbuf)
+            for r in range(1 + 2 * NSER):
+                q = self.c.b1 if r == 0 else (self.c.rr[r - 1] if r <= NSER else self.c.ru[r - 1 - NSER])
+                row = self.pwp + <long>r * K
+                p = 1.0
+                for j in range(K):
+                    p *= q
+                    row[j] = p
+        return self.pwp
 
     def begin_step(self, long gstep, double lam, double gscale):
         """Constants of step number gstep (1-based): decay 1 - lam, clip scale."""
@@ -298,6 +325,7 @@ cdef Coef* _coef(PState s, long t0, long t, int nS, int nR, double* buf, Coef* i
     cdef double* rr = h.rr
     cdef double* ru = h.ru
     cdef double* sg
+    cdef double* pw
     c.t0, c.t, c.ver, c.J, c.nS, c.nR = t0, t, s.ver, J, nS, nR
     c.D = exp(Lt - _L(s, t0)) if s.decays else 1.0
     c.dlast = exp(Lt - _L(s, t - 1)) if s.decays else 1.0
@@ -346,6 +374,21 @@ cdef Coef* _coef(PState s, long t0, long t, int nS, int nR, double* buf, Coef* i
             c.S[n] = lr * _geo(rr[n] / d, J)
         for n in range(nR):
             c.R[n] = lr * _geo(ru[n] / d, J)
+        return c
+    if buf == NULL and not s.decays and h.K <= PW_MAX and _seg_of(s, t0 + J) == i0:
+        # one segment, no decay: c_j = lr * bias(t0 + j + off), and every sum is a dot
+        # product of the c_j with a row of powers (the loop below, vectorised)
+        pw = H._powers()
+        g = <long>sg[3]
+        H._bias_upto(t0 + J + g + 1)
+        for j in range(J):
+            tau = t0 + 1 + j + g
+            H.cbufp[j] = sg[1] * (H.biasp[tau] if tau < H.nbias else 1.0)
+        c.A = dyn_dot_f64(H.cbufp, pw, J)
+        for n in range(nS):
+            c.S[n] = dyn_dot_f64(H.cbufp, pw + <long>(1 + n) * h.K, J)
+        for n in range(nR):
+            c.R[n] = dyn_dot_f64(H.cbufp, pw + <long>(1 + NSER + n) * h.K, J)
         return c
     H._bias_upto(t0 + J + <long>s._seg()[5 * (s.nseg - 1) + 3] + 1)
     for n in range(NSER):

@@ -36,7 +36,11 @@ cdef class Hyper:
     cdef object bias            # Adam/AMSGrad: sqrt(1 - b2^g) / (1 - b1^g) for g < nbias
     cdef double* biasp
     cdef long nbias, gsat       # from gsat on the bias correction is 1.0 in double
+    cdef object pw, cbuf        # Adam: powers b1^j, rr[n]^j, ru[n]^j (j = 1..K); c_j scratch
+    cdef double* pwp
+    cdef double* cbufp
     cdef _bias_upto(self, long g)
+    cdef double* _powers(self) except NULL
 
 cdef class PState:
     cdef public ParamExpr p
