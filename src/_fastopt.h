@@ -85,4 +85,62 @@ DYN_CLONES_OPT static double dyn_dot_f64(const double* restrict a, const double*
     for (long j = 0; j < n; j++) s += a[j] * b[j];
     return s;
 }
+/* The lazy Adam catch-up of one float32 row (src/_k_catchup.pyx, whose
+ * scalar loop this vectorises; the arithmetic per element is the same).
+ *
+ * dyn_adam_catchup_range_f32: over the elements with m != 0, the smallest
+ * sqrt(v) that is >= thrA (series A) and the largest that is <= thrB
+ * (series B); -1 where there is none. */
+DYN_CLONES_OPT static void dyn_adam_catchup_range_f32(const float* restrict v, const float* restrict m,
+                                                     int n, double thrA, double thrB, double* minA,
+                                                     double* maxB) {
+    double lo = 1e300, hi = -1.0;
+#pragma omp simd reduction(min : lo) reduction(max : hi)
+    for (int i = 0; i < n; i++) {
+        double a0 = sqrt((double)v[i]);
+        int on = m[i] != 0.0f;
+        double ca = (on && a0 >= thrA) ? a0 : 1e300;
+        double cb = (on && a0 <= thrB) ? a0 : -1.0;
+        lo = ca < lo ? ca : lo;
+        hi = cb > hi ? cb : hi;
+    }
+    *minA = lo < 1e300 ? lo : -1.0;
+    *maxB = hi;
+}
+
+/* acc[i] = the idle-step sum of element i under series A, for every element
+ * with m != 0 and sqrt(v) >= thrA (sum_n S[n] (-eps/a0)^n / a0, Horner); 0
+ * where m == 0. Returns how many elements are in neither case: their acc is
+ * left for the caller's scalar pass (series B or the step-by-step replay). */
+DYN_CLONES_OPT static int dyn_adam_catchup_a_f32(const float* restrict v, const float* restrict m, int n,
+                                                const double* restrict S, int nS, double eps,
+                                                double thrA, double* restrict acc) {
+    int rest = 0;
+#pragma omp simd reduction(+ : rest)
+    for (int i = 0; i < n; i++) {
+        double a0 = sqrt((double)v[i]);
+        double y = eps / a0;
+        double h = nS > 0 ? S[nS - 1] : 0.0;
+        for (int j = nS - 2; j >= 0; j--) h = S[j] - y * h;
+        int on = m[i] != 0.0f;
+        int isA = on && a0 >= thrA;
+        acc[i] = isA ? h / a0 : 0.0;
+        rest += on && !isA;
+    }
+    return rest;
+}
+
+/* w = w D - m acc; m *= P1; v *= P2 (in double, stored to float). */
+DYN_CLONES_OPT static void dyn_adam_catchup_apply_f32(float* restrict w, float* restrict m,
+                                                     float* restrict v, int n,
+                                                     const double* restrict acc, double D, double P1,
+                                                     double P2) {
+#pragma omp simd
+    for (int i = 0; i < n; i++) {
+        double m0 = m[i];
+        w[i] = (float)(w[i] * D - m0 * acc[i]);
+        m[i] = (float)(m0 * P1);
+        v[i] = (float)(v[i] * P2);
+    }
+}
 #endif

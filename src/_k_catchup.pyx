@@ -53,6 +53,12 @@ cnp.import_array()
 
 cdef extern from "_fastopt.h" nogil:
     double dyn_dot_f64(const double* a, const double* b, long n)
+    void dyn_adam_catchup_range_f32(const float* v, const float* m, int n, double thrA, double thrB,
+                                    double* minA, double* maxB)
+    int dyn_adam_catchup_a_f32(const float* v, const float* m, int n, const double* S, int nS, double eps,
+                               double thrA, double* acc)
+    void dyn_adam_catchup_apply_f32(float* w, float* m, float* v, int n, const double* acc, double D,
+                                    double P1, double P2)
 
 cdef enum:
     PW_MAX = 4096    # K up to which Adam's interval sums are dot products with a powers table
@@ -473,20 +479,28 @@ cdef void _series_terms(HP* h, real* v, real* m, int n, long k, int* nS, int* nR
     largest ratio of each series over the row's elements fixes the count."""
     cdef int i, J = <int>(k if k < h.K else h.K)
     cdef double sq2 = sqrt(h.b2), bJ = pow(sq2, J), thrA = 8 * h.eps / bJ, thrB = h.eps / (8 * sq2)
-    cdef double a0, xa = 0.0, xb = 0.0
+    cdef double a0, xa = 0.0, xb = 0.0, lo, hi
     cdef bint anyA = False, anyB = False
-    for i in range(n):
-        if m[i] == 0:
-            continue
-        a0 = sqrt(<double>v[i])
-        if a0 >= thrA:
-            anyA = True
-            if h.eps / (a0 * bJ) > xa:
-                xa = h.eps / (a0 * bJ)
-        elif a0 <= thrB:
-            anyB = True
-            if a0 * sq2 / h.eps > xb:
-                xb = a0 * sq2 / h.eps
+    if real is float:      # one vector pass: the extreme sqrt(v) of each regime
+        dyn_adam_catchup_range_f32(v, m, n, thrA, thrB, &lo, &hi)
+        anyA, anyB = lo >= 0, hi >= 0
+        if anyA:
+            xa = h.eps / (lo * bJ)
+        if anyB:
+            xb = hi * sq2 / h.eps
+    else:
+        for i in range(n):
+            if m[i] == 0:
+                continue
+            a0 = sqrt(<double>v[i])
+            if a0 >= thrA:
+                anyA = True
+                if h.eps / (a0 * bJ) > xa:
+                    xa = h.eps / (a0 * bJ)
+            elif a0 <= thrB:
+                anyB = True
+                if a0 * sq2 / h.eps > xb:
+                    xb = a0 * sq2 / h.eps
     nS[0] = _nterms(xa) if anyA else 0
     nR[0] = _nterms(xb) if anyB else 0
 
@@ -497,6 +511,47 @@ cdef inline int _nterms(double x) noexcept:
         return 1
     cdef int n = <int>ceil(log(1e-17) / log(x))
     return n if n < NSER else NSER
+
+
+cdef enum:
+    CATCH_VEC = 1024     # float32 rows up to this size take the vector passes (stack scratch)
+
+
+cdef int _adam_row_f32(PState s, Coef* c, float* w, float* s0, float* s1, int n, long t0, long t) except -1:
+    """_catch_row_t's Adam case for a float32 row in vector passes: series A for
+    every element it covers, the scalar loop's series B or replay for the rest
+    (the same arithmetic per element), then one pass applying the sums."""
+    cdef HP* h = &s.hyper.c
+    cdef double acc[CATCH_VEC]
+    cdef double* buf = NULL
+    cdef double a0, y, r
+    cdef int i, j, rest
+    if c.J > 0:
+        rest = dyn_adam_catchup_a_f32(s1, s0, n, c.S, c.nS, h.eps, c.thrA, acc)
+        for i in range(n if rest else 0):
+            if s0[i] == 0.0:
+                continue
+            a0 = sqrt(<double>s1[i])
+            if a0 >= c.thrA:
+                continue
+            if a0 <= c.thrB:            # sqrt(v) small next to eps: series in sqrt(v) / eps
+                y = a0 / h.eps
+                r = c.R[c.nR - 1]
+                for j in range(c.nR - 2, -1, -1):
+                    r = c.R[j] - y * r
+                acc[i] = r / h.eps
+            else:                       # in between: replay the J steps
+                if buf == NULL:
+                    buf = _replay_buf(s, t0, t, c.J)
+                r = 0.0
+                for j in range(c.J):
+                    r += buf[j] / (a0 * buf[c.J + j] + h.eps)
+                acc[i] = r
+    else:
+        for i in range(n):
+            acc[i] = 0.0
+    dyn_adam_catchup_apply_f32(w, s0, s1, n, acc, c.D, c.P1, c.P2)
+    return 0
 
 
 cdef int _catch_row_t(PState s, real* w, real* s0, real* s1, real* s2, int n, long t0, long t) except -1:
@@ -531,6 +586,9 @@ cdef int _catch_row_t(PState s, real* w, real* s0, real* s1, real* s2, int n, lo
             s0[i] *= c.P1
             s1[i] *= c.P2
     elif h.rule == ADAM:
+        if real is float:
+            if n <= CATCH_VEC:
+                return _adam_row_f32(s, c, w, s0, s1, n, t0, t)
         for i in range(n):
             m0 = s0[i]
             a0 = sqrt(<double>s1[i])
