@@ -70,6 +70,37 @@ class LayerState:
         return self.packed
 
 
+class LayerRun:
+    """One layer's run over a sequence on the fused LSTM path: its h nodes and
+    its packed [h; c] nodes. Indexing or iterating gives LayerState objects,
+    made on first use: transduce only needs the h list, so it makes none."""
+
+    __slots__ = ("hs", "packed", "H", "_states")
+
+    def __init__(self, hs, packed, H):
+        self.hs, self.packed, self.H, self._states = hs, packed, H, None
+
+    def states(self):
+        if self._states is None:
+            H = self.H
+            self._states = [LayerState(h, None, p, H) for h, p in zip(self.hs, self.packed)]
+        return self._states
+
+    def __getitem__(self, t):
+        return self.states()[t]
+
+    def __iter__(self):
+        return iter(self.states())
+
+    def __len__(self):
+        return len(self.hs)
+
+
+def layer_hs(states):
+    """The h nodes of one layer's run (a LayerRun or a list of LayerState)."""
+    return states.hs if states.__class__ is LayerRun else [ls.h for ls in states]
+
+
 # ---------------------------------------------------------------- states
 
 
@@ -382,7 +413,7 @@ class RNNBuilderBase:
             prev = state._layers[layer] if state._layers else None
             states = self._run_layer(layer, inputs, prev, masks[layer])
             per_layer.append(states)
-            inputs = [ls.h for ls in states]
+            inputs = layer_hs(states)
         outs = self._outputs(per_layer, T)
         if not keep_states:
             return outs
@@ -395,7 +426,7 @@ class RNNBuilderBase:
     def _outputs(self, per_layer, T):
         if self.sum_outputs and self.layers > 1:
             return [dy.esum([states[t].h for states in per_layer]) for t in range(T)]
-        return [ls.h for ls in per_layer[-1]] if per_layer else [None] * T
+        return layer_hs(per_layer[-1]) if per_layer else [None] * T
 
     def _set(self, state, es, only_h):
         self._graph_state(state)

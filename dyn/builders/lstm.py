@@ -45,7 +45,7 @@ import numpy as np
 import dyn as dy
 from dyn import io as _io
 from dyn._core import _k_rnn
-from dyn.builders._rnn_base import LayerState, RNNBuilderBase, column
+from dyn.builders._rnn_base import LayerRun, LayerState, RNNBuilderBase, column
 
 __all__ = ["VanillaLSTMBuilder", "CompactVanillaLSTMBuilder", "SparseLSTMBuilder"]
 
@@ -125,7 +125,7 @@ class VanillaLSTMBuilder(RNNBuilderBase):
         mh, mg = m["h"], m["g"]
         if max(zone) <= 0:  # the node-creating loop runs in C
             states, hs = _k_rnn.lstm_sequence(P, s, Wh, mh, mg, T, fb)
-            return [LayerState(h, None, sn, H) for h, sn in zip(hs, states)]
+            return LayerRun(hs, states, H)
         out = []
         for t in range(T):
             if s is None:
