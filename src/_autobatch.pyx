@@ -103,23 +103,18 @@ cdef long st_nodes = 0, st_batches = 0, st_batched = 0, st_singles = 0, st_calls
 cdef double st_sched = 0, st_fwd = 0, st_bwd = 0, st_bwd_sched = 0
 
 
+cdef extern from "_smallblas.h" nogil:
+    void dyn_vadd_f32(long n, const float* x, float* y)
+    void dyn_vadd_f64(long n, const double* x, double* y)
+
+
 cdef inline void _add(int dtype, long n, char* x, char* y) noexcept nogil:
-    """y += x (the scatter-add of gathered gradients: short vectors, no BLAS call)."""
-    cdef long i
-    cdef float* xf
-    cdef float* yf
-    cdef double* xd
-    cdef double* yd
+    """y += x (the scatter-add of gathered gradients: short vectors, no BLAS
+    call; compiled per instruction set in src/_smallblas.h)."""
     if dtype == 0:
-        xf = <float*>x
-        yf = <float*>y
-        for i in range(n):
-            yf[i] += xf[i]
+        dyn_vadd_f32(n, <float*>x, <float*>y)
     else:
-        xd = <double*>x
-        yd = <double*>y
-        for i in range(n):
-            yd[i] += xd[i]
+        dyn_vadd_f64(n, <double*>x, <double*>y)
 
 
 cdef inline double _now() noexcept nogil:

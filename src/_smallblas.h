@@ -60,6 +60,10 @@ DYN_CLONES static void dyn_ger_##S(int m, int n, T alpha, const T* restrict x,  
         T yj = alpha * y[j];                                                                 \
         for (int i = 0; i < m; i++) a[i] += x[i] * yj;                                       \
     }                                                                                        \
+}                                                                                            \
+/* y += x over n elements (the autobatching engine's scatter-add) */                        \
+DYN_CLONES static void dyn_vadd_##S(long n, const T* restrict x, T* restrict y) {              \
+    for (long i = 0; i < n; i++) y[i] += x[i];                                               \
 }
 
 DYN_SMALLBLAS(float, f32)
