@@ -152,6 +152,33 @@ def test_adam_catch_up_every_regime_and_long_idle(float64):
     np.testing.assert_allclose(E.as_array(), e, rtol=1e-9, atol=1e-14)
 
 
+def test_adam_catch_up_every_regime_float32():
+    """float32 rows take the vectorised catch-up (src/_fastopt.h): the same idle
+    stretches and gradient scales (both series and the replay) as above, sparse
+    against dense float32 and both against the float64 reference."""
+    scales = 10.0 ** np.array([-12, -9, -8, -7, -3, 1])
+    rng = np.random.RandomState(3)
+    grads = {s: rng.randn(6) * scales for s in range(700)}
+
+    def gen(step):
+        out = [(0, grads[step])]
+        if step in (0, 5, 30, 31, 300, 650):
+            out.append((1, grads[step][::-1]))
+        return out
+
+    sparse = _idle_model("AdamTrainer", True, gen, 700, alpha=0.01).as_array()
+    dense = _idle_model("AdamTrainer", False, gen, 700, alpha=0.01).as_array()
+    ref, e = Rule("adam"), np.full((3, 6), 0.5)
+    for step in range(700):
+        g = np.zeros((3, 6))
+        for r, gr in gen(step):
+            g[r] = gr
+        e = ref.step(e, g, step + 1, 0.01)
+    np.testing.assert_allclose(sparse, e, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(sparse, dense, rtol=2e-5, atol=1e-6)
+    assert (sparse[1] != 0.5).all()  # row 1 moved in every element, tiny gradients too
+
+
 def test_smorms3_long_idle_row(float64):
     """SMORMS3's state after more than 512 idle steps (ODE continuation)."""
     rng = np.random.RandomState(4)
