@@ -133,13 +133,19 @@ cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL:
     a.high += n
     return p
 
+cdef inline size_t _with_headroom(size_t n) noexcept nogil:
+    """A new arena block's size for n bytes: +25%, as graphs vary in size
+    from one to the next."""
+    return n + n // 4
+
+
 cdef int arena_reset(Arena* a) except -1:
     """Start over; if blocks were chained, replace them by one block of the
     high-water size so the next graph needs no chaining."""
     cdef int i
     cdef size_t need
     if a.nold > 0:
-        need = a.high + a.high // 4     # headroom: graphs vary in size from one to the next
+        need = _with_headroom(a.high)
         for i in range(a.nold):
             _free_block(a.old[i])
         a.nold = 0
@@ -155,7 +161,7 @@ cdef int arena_reserve(Arena* a, size_t nbytes) except -1:
     if a.cap < nbytes or a.nold > 0:
         arena_reset(a)
         if a.cap < nbytes:
-            nbytes += nbytes // 4       # headroom, as arena_reset
+            nbytes = _with_headroom(nbytes)
             _free_block(a.base)
             a.base = NULL
             a.base = <char*>_aligned_block(nbytes)
