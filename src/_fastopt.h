@@ -17,8 +17,8 @@
  * tagger 29% of the table's moments were denormal and the dense step ran
  * 3x slower. A moment that small moves a weight by at most
  * alpha * 1.2e-38 / eps, far below float32 resolution of any weight above
- * 1e-26, so flushing it changes no result a user can see. TensorFlow runs
- * all its kernels this way. */
+ * 1e-26, so flushing it changes no result a user can see. TensorFlow sets
+ * the same mode for its kernels. */
 static inline unsigned dyn_ftz_begin(void) {
 #if defined(__SSE__) || defined(__x86_64__)
     unsigned old = _mm_getcsr();
@@ -43,20 +43,31 @@ static inline void dyn_ftz_end(unsigned old) {
 #define DYN_CLONES_OPT
 #endif
 
-/* Adam on n elements: gi = g gs + l2 w; m += (1 - b1)(gi - m);
- * v += (1 - b2)(gi^2 - v); w = (w - alpha m / (sqrt(v) + eps)) d; g = 0.
+#if defined(__GNUC__)
+#define DYN_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define DYN_ALWAYS_INLINE inline
+#endif
+
+/* One element of Adam from its gradient gi: m += (1 - b1)(gi - m);
+ * v += (1 - b2)(gi^2 - v); returns the new w = (w - alpha m / (sqrt(v) + eps)) d.
  * The moments are written as m + c (gi - m) so that the float32 constants
  * c1 = 1 - b1, c2 = 1 - b2 carry b1, b2 to double precision. */
+static DYN_ALWAYS_INLINE float dyn_adam_elem_f32(float gi, float w, float* restrict m, float* restrict v,
+                                                 float c1, float c2, float alpha, float eps, float d) {
+    float mi = *m + c1 * (gi - *m);
+    float vi = *v + c2 * (gi * gi - *v);
+    *m = mi;
+    *v = vi;
+    return (w - alpha * mi / (sqrtf(vi) + eps)) * d;
+}
+
+/* Adam on n elements with gradient gi = g gs + l2 w; g is cleared. */
 DYN_CLONES_OPT static void dyn_adam_f32(float* restrict w, float* restrict g, float* restrict m,
                                         float* restrict v, long n, float gs, float l2, float c1,
                                         float c2, float alpha, float eps, float d) {
     for (long i = 0; i < n; i++) {
-        float gi = g[i] * gs + l2 * w[i];
-        float mi = m[i] + c1 * (gi - m[i]);
-        float vi = v[i] + c2 * (gi * gi - v[i]);
-        m[i] = mi;
-        v[i] = vi;
-        w[i] = (w[i] - alpha * mi / (sqrtf(vi) + eps)) * d;
+        w[i] = dyn_adam_elem_f32(g[i] * gs + l2 * w[i], w[i], m + i, v + i, c1, c2, alpha, eps, d);
         g[i] = 0.0f;
     }
 }
@@ -68,15 +79,10 @@ DYN_CLONES_OPT static void dyn_adam_f32(float* restrict w, float* restrict g, fl
 DYN_CLONES_OPT static void dyn_adam_f32_nograd(float* restrict w, float* restrict m,
                                                float* restrict v, long n, float l2, float c1,
                                                float c2, float alpha, float eps, float d) {
-    for (long i = 0; i < n; i++) {
-        float gi = l2 * w[i];
-        float mi = m[i] + c1 * (gi - m[i]);
-        float vi = v[i] + c2 * (gi * gi - v[i]);
-        m[i] = mi;
-        v[i] = vi;
-        w[i] = (w[i] - alpha * mi / (sqrtf(vi) + eps)) * d;
-    }
+    for (long i = 0; i < n; i++)
+        w[i] = dyn_adam_elem_f32(l2 * w[i], w[i], m + i, v + i, c1, c2, alpha, eps, d);
 }
+
 /* sum a[j] b[j] over n doubles, in vector lanes (the lazy Adam catch-up's
  * interval sums, src/_k_catchup.pyx). */
 DYN_CLONES_OPT static double dyn_dot_f64(const double* restrict a, const double* restrict b, long n) {

@@ -134,37 +134,30 @@ cdef int _cmp_int(const void* a, const void* b) noexcept nogil:
 
 
 cdef void _run_dense_lookup(PState s, Touch* tc) noexcept:
-    """A dense step over a whole lookup table that was not used whole: only
-    the touched rows can hold a gradient, so the rows between them take the
-    zero-gradient loop (no gradient read, nothing to clear). float32 Adam only
-    (the hot case); other rules and float64 take the plain pass."""
+    """A dense step over a whole lookup table. Unless the table was used whole,
+    only the touched rows can hold a gradient, so the rows between them take
+    the zero-gradient loop (no gradient read, nothing to clear). float32 Adam
+    only (the hot case); other rules and float64 take the plain pass."""
     cdef ParamExpr p = s.p
     cdef Pool pool = p.pool
     cdef HP* h = &s.hyper.c
     cdef long rs = p.rowsize, start = 0, r
     cdef int k
-    cdef float* w
-    cdef float* m
-    cdef float* v
     cdef unsigned csr
-    if not (pool.dtype == 0 and h.rule == ADAM) or tc.n * 4 > p.nrows:
+    if tc.all or not (pool.dtype == 0 and h.rule == ADAM) or tc.n * 4 > p.nrows:
         _run(s, 0, p.size)
         return
     csr = dyn_ftz_begin()
-    w = <float*>pool.vb + p.off
-    m = state_f(s, 0, 0)
-    v = state_f(s, 1, 0)
     qsort(tc.rows, tc.n, sizeof(int), _cmp_int)
-    for k in range(tc.n):
-        r = tc.rows[k]
+    for k in range(tc.n + 1):         # the gap before each touched row, and after the last
+        r = tc.rows[k] if k < tc.n else p.nrows
         if r > start:
-            dyn_adam_f32_nograd(w + start * rs, m + start * rs, v + start * rs, (r - start) * rs, h.l2,
-                                1 - h.b1, 1 - h.b2, h.alpha, h.eps, h.d)
-        _run(s, r * rs, rs)
+            dyn_adam_f32_nograd(<float*>pool.vb + p.off + start * rs, state_f(s, 0, start * rs),
+                                state_f(s, 1, start * rs), (r - start) * rs, h.l2, 1 - h.b1, 1 - h.b2,
+                                h.alpha, h.eps, h.d)
+        if k < tc.n:
+            _run(s, r * rs, rs)
         start = r + 1
-    if start < p.nrows:
-        dyn_adam_f32_nograd(w + start * rs, m + start * rs, v + start * rs, (p.nrows - start) * rs,
-                            h.l2, 1 - h.b1, 1 - h.b2, h.alpha, h.eps, h.d)
     dyn_ftz_end(csr)
 
 
@@ -209,10 +202,7 @@ def step(PState s, bint sparse):
         return
     catch_all(s)
     s._advance()
-    if tc.all:
-        _run(s, 0, p.size)
-    else:
-        _run_dense_lookup(s, tc)
+    _run_dense_lookup(s, tc)
     if h.rule == EG:
         _eg_rows(s, 0, p.size, p.rowsize)
     s.tloc += 1
