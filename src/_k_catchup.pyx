@@ -479,30 +479,22 @@ cdef void _series_terms(HP* h, real* v, real* m, int n, long k, int* nS, int* nR
     largest ratio of each series over the row's elements fixes the count."""
     cdef int i, J = <int>(k if k < h.K else h.K)
     cdef double sq2 = sqrt(h.b2), bJ = pow(sq2, J), thrA = 8 * h.eps / bJ, thrB = h.eps / (8 * sq2)
-    cdef double a0, xa = 0.0, xb = 0.0, lo, hi
-    cdef bint anyA = False, anyB = False
-    if real is float:      # one vector pass: the extreme sqrt(v) of each regime
+    cdef double a0, lo = 1e300, hi = -1.0
+    if real is float:      # one vector pass
         dyn_adam_catchup_range_f32(v, m, n, thrA, thrB, &lo, &hi)
-        anyA, anyB = lo >= 0, hi >= 0
-        if anyA:
-            xa = h.eps / (lo * bJ)
-        if anyB:
-            xb = hi * sq2 / h.eps
     else:
         for i in range(n):
             if m[i] == 0:
                 continue
             a0 = sqrt(<double>v[i])
-            if a0 >= thrA:
-                anyA = True
-                if h.eps / (a0 * bJ) > xa:
-                    xa = h.eps / (a0 * bJ)
-            elif a0 <= thrB:
-                anyB = True
-                if a0 * sq2 / h.eps > xb:
-                    xb = a0 * sq2 / h.eps
-    nS[0] = _nterms(xa) if anyA else 0
-    nR[0] = _nterms(xb) if anyB else 0
+            if a0 >= thrA and a0 < lo:
+                lo = a0
+            elif a0 <= thrB and a0 > hi:
+                hi = a0
+        lo = lo if lo < 1e300 else -1.0
+    # the largest ratio of series A is at the smallest sqrt(v), of series B at the largest
+    nS[0] = _nterms(h.eps / (lo * bJ)) if lo >= 0 else 0
+    nR[0] = _nterms(hi * sq2 / h.eps) if hi >= 0 else 0
 
 
 cdef inline int _nterms(double x) noexcept:
@@ -513,40 +505,50 @@ cdef inline int _nterms(double x) noexcept:
     return n if n < NSER else NSER
 
 
+cdef double _adam_idle_sum(PState s, Coef* c, double a0, long t0, long t, double** buf) except? -1:
+    """The sum over the idle steps (t0, t] that moves an element by -m0 * sum
+    (m0 != 0, c.J > 0; a0 = sqrt(v0)); *buf holds the replay's coefficients once
+    an element needs them."""
+    cdef double eps = s.hyper.c.eps, y, acc = 0.0
+    cdef int j
+    if a0 >= c.thrA:            # eps small next to sqrt(v): series in eps / sqrt(v)
+        y = eps / a0
+        acc = c.S[c.nS - 1]
+        for j in range(c.nS - 2, -1, -1):
+            acc = c.S[j] - y * acc
+        return acc / a0
+    if a0 <= c.thrB:            # sqrt(v) small next to eps: series in sqrt(v) / eps
+        y = a0 / eps
+        acc = c.R[c.nR - 1]
+        for j in range(c.nR - 2, -1, -1):
+            acc = c.R[j] - y * acc
+        return acc / eps
+    if buf[0] == NULL:          # in between: replay the J steps
+        buf[0] = _replay_buf(s, t0, t, c.J)
+    for j in range(c.J):
+        acc += buf[0][j] / (a0 * buf[0][c.J + j] + eps)
+    return acc
+
+
 cdef enum:
     CATCH_VEC = 1024     # float32 rows up to this size take the vector passes (stack scratch)
 
 
 cdef int _adam_row_f32(PState s, Coef* c, float* w, float* s0, float* s1, int n, long t0, long t) except -1:
     """_catch_row_t's Adam case for a float32 row in vector passes: series A for
-    every element it covers, the scalar loop's series B or replay for the rest
-    (the same arithmetic per element), then one pass applying the sums."""
+    every element it covers (src/_fastopt.h, the arithmetic of _adam_idle_sum),
+    _adam_idle_sum for the rest, then one pass applying the sums."""
     cdef HP* h = &s.hyper.c
     cdef double acc[CATCH_VEC]
     cdef double* buf = NULL
-    cdef double a0, y, r
-    cdef int i, j, rest
+    cdef double a0
+    cdef int i, rest
     if c.J > 0:
         rest = dyn_adam_catchup_a_f32(s1, s0, n, c.S, c.nS, h.eps, c.thrA, acc)
         for i in range(n if rest else 0):
-            if s0[i] == 0.0:
-                continue
             a0 = sqrt(<double>s1[i])
-            if a0 >= c.thrA:
-                continue
-            if a0 <= c.thrB:            # sqrt(v) small next to eps: series in sqrt(v) / eps
-                y = a0 / h.eps
-                r = c.R[c.nR - 1]
-                for j in range(c.nR - 2, -1, -1):
-                    r = c.R[j] - y * r
-                acc[i] = r / h.eps
-            else:                       # in between: replay the J steps
-                if buf == NULL:
-                    buf = _replay_buf(s, t0, t, c.J)
-                r = 0.0
-                for j in range(c.J):
-                    r += buf[j] / (a0 * buf[c.J + j] + h.eps)
-                acc[i] = r
+            if s0[i] != 0.0 and a0 < c.thrA:
+                acc[i] = _adam_idle_sum(s, c, a0, t0, t, &buf)
     else:
         for i in range(n):
             acc[i] = 0.0
@@ -558,9 +560,9 @@ cdef int _catch_row_t(PState s, real* w, real* s0, real* s1, real* s2, int n, lo
     """Apply the t - t0 zero-gradient steps (t0, t] to one row."""
     cdef HP* h = &s.hyper.c
     cdef Coef* c
-    cdef int i, j, nS = 0, nR = 0
+    cdef int i, nS = 0, nR = 0
     cdef long k = t - t0
-    cdef double m0, a0, y, acc, gm, g2, M
+    cdef double m0, acc, gm, g2, M
     cdef double* buf = NULL
     if h.exact and h.rule == ADAM:
         _series_terms(h, s1, s0, n, k, &nS, &nR)
@@ -591,26 +593,7 @@ cdef int _catch_row_t(PState s, real* w, real* s0, real* s1, real* s2, int n, lo
                 return _adam_row_f32(s, c, w, s0, s1, n, t0, t)
         for i in range(n):
             m0 = s0[i]
-            a0 = sqrt(<double>s1[i])
-            acc = 0.0
-            if m0 != 0.0 and c.J > 0:
-                if a0 >= c.thrA:        # eps small next to sqrt(v): series in eps / sqrt(v)
-                    y = h.eps / a0
-                    acc = c.S[c.nS - 1]
-                    for j in range(c.nS - 2, -1, -1):
-                        acc = c.S[j] - y * acc
-                    acc /= a0
-                elif a0 <= c.thrB:      # sqrt(v) small next to eps: series in sqrt(v) / eps
-                    y = a0 / h.eps
-                    acc = c.R[c.nR - 1]
-                    for j in range(c.nR - 2, -1, -1):
-                        acc = c.R[j] - y * acc
-                    acc /= h.eps
-                else:                   # in between: replay the J steps
-                    if buf == NULL:
-                        buf = _replay_buf(s, t0, t, c.J)
-                    for j in range(c.J):
-                        acc += buf[j] / (a0 * buf[c.J + j] + h.eps)
+            acc = _adam_idle_sum(s, c, sqrt(<double>s1[i]), t0, t, &buf) if m0 != 0.0 and c.J > 0 else 0.0
             w[i] = w[i] * c.D - m0 * acc
             s0[i] = m0 * c.P1
             s1[i] *= c.P2
