@@ -45,7 +45,7 @@ from libc.string cimport memcpy, memset, memcmp
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from dyn._core._graph cimport (
     Graph, Node, Dim, OpKernel, ABSpec, cg, kernel, arg, dim_total, arena_alloc, arena_reserve, mark_live, node_backward,
-    exec_node, check_finite, round_up, ab_spec, set_autobatch_engine, node_desc,
+    exec_node, check_finite, round_up, seed_backward, ab_spec, set_autobatch_engine, node_desc,
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_SHARE_ODD, ABA_NO, ABA_CAT, ABA_SHARE,
     F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB)
 from dyn._core cimport _blas
@@ -455,23 +455,20 @@ cdef int _ab_forward(int nid) except -1:
 
 
 cdef int _grow_nodes(long need) except -1:
+    """The per-node arrays (one capacity for all) hold at least need entries."""
     global cap_n, SIG, DEPTH, LEFT, SSTART, NXT, QUEUE, MEMB
-    cdef long c = cap_n
+    cdef long c
+    cdef void** arrays[7]
+    cdef int k
     if need <= cap_n:
         return 0
-    if c < 1024:
-        c = 1024
-    while c < need:
-        c *= 2
-    SIG = <int*>realloc(SIG, c * sizeof(int))
-    DEPTH = <int*>realloc(DEPTH, c * sizeof(int))
-    LEFT = <int*>realloc(LEFT, c * sizeof(int))
-    SSTART = <int*>realloc(SSTART, c * sizeof(int))
-    NXT = <int*>realloc(NXT, c * sizeof(int))
-    QUEUE = <int*>realloc(QUEUE, c * sizeof(int))
-    MEMB = <int*>realloc(MEMB, c * sizeof(int))
-    if SIG == NULL or DEPTH == NULL or LEFT == NULL or SSTART == NULL or NXT == NULL or QUEUE == NULL or MEMB == NULL:
-        raise MemoryError("dyn autobatching: bookkeeping")
+    if need < 1024:
+        need = 1024
+    arrays[0], arrays[1], arrays[2], arrays[3] = <void**>&SIG, <void**>&DEPTH, <void**>&LEFT, <void**>&SSTART
+    arrays[4], arrays[5], arrays[6] = <void**>&NXT, <void**>&QUEUE, <void**>&MEMB
+    for k in range(7):
+        c = cap_n
+        _grow(arrays[k], &c, need, sizeof(int))
     cap_n = c
     return 0
 
@@ -698,15 +695,8 @@ cdef int _ab_backward(int nid, bint full) except -1:
                     o += dim_total(&P.dim)
                 else:                   # a member cg_revert dropped: same Dim as the others
                     o += B.total // B.m
-        memset(g.dx.base, 0, g.dx.used)
-        g.bwd_target = nid
-        n = &g.nodes[nid]
-        if not live[nid]:
+        if not seed_backward(nid, live):
             return 0
-        if g.dtype == 0:
-            (<float*>n.g)[0] += 1.0
-        else:
-            (<double*>n.g)[0] += 1.0
         for r in range(nlog - 1, -1, -1):
             u = LOG[r]
             if u >= 0:

@@ -87,11 +87,8 @@ cdef object dim_to_py(const Dim* d):
 
 # ---------------------------------------------------------------- arenas
 
-cdef size_t _round(size_t n) noexcept nogil:
-    return (n + ALIGN - 1) & ~(ALIGN - 1)
-
 cdef size_t round_up(size_t n) noexcept nogil:
-    return _round(n)
+    return (n + ALIGN - 1) & ~(ALIGN - 1)
 
 cdef void* _aligned_block(size_t nbytes) except NULL:
     # malloc'd blocks are 16-byte aligned; we keep 64-byte alignment by
@@ -108,7 +105,7 @@ cdef void _free_block(void* p) noexcept:
         free((<void**>p)[-1])
 
 cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL:
-    cdef size_t n = _round(nbytes if nbytes > 0 else 1)
+    cdef size_t n = round_up(nbytes if nbytes > 0 else 1)
     cdef size_t newcap
     cdef void* p
     if a.used + n > a.cap:
@@ -423,7 +420,7 @@ cdef int backward_from(int nid, bint full) except -1:
         for i in range(nid + 1):
             n = &G.nodes[i]
             if live[i] and not (n.flags & F_PGRAD):
-                need += _round(<size_t>dim_total(&n.dim) * G.itemsize)
+                need += round_up(<size_t>dim_total(&n.dim) * G.itemsize)
         arena_reserve(&G.dx, need)
         for i in range(nid + 1):
             n = &G.nodes[i]
@@ -435,21 +432,30 @@ cdef int backward_from(int nid, bint full) except -1:
                 n.g = arena_alloc(&G.dx, <size_t>dim_total(&n.dim) * G.itemsize)
         for i in range(nid + 1, G.n):
             G.nodes[i].g = NULL
-        memset(G.dx.base, 0, G.dx.used)
-        G.bwd_target = nid
-        n = &G.nodes[nid]
-        if not live[nid]:
+        if not seed_backward(nid, live):
             return 0
-        if G.dtype == 0:
-            (<float*>n.g)[0] += 1.0
-        else:
-            (<double*>n.g)[0] += 1.0
         for i in range(nid, -1, -1):
             if live[i]:
                 node_backward(i, live)
     finally:
         free(live)
     return 0
+
+
+cdef bint seed_backward(int nid, const unsigned char* live) noexcept:
+    """Once gradient memory is assigned: zero the gradient arena, record the
+    target and seed d nid / d nid = 1. False when nid is not live (nothing
+    needs its gradient: the backward pass stops here)."""
+    cdef Node* n = &G.nodes[nid]
+    memset(G.dx.base, 0, G.dx.used)
+    G.bwd_target = nid
+    if not live[nid]:
+        return False
+    if G.dtype == 0:
+        (<float*>n.g)[0] += 1.0
+    else:
+        (<double*>n.g)[0] += 1.0
+    return True
 
 
 cdef void mark_live(int nid, bint full, unsigned char* live) noexcept:

@@ -162,6 +162,7 @@ cdef str node_desc(int nid)
 cdef int forward_to(int nid) except -1
 cdef int backward_from(int nid, bint full) except -1
 cdef void mark_live(int nid, bint full, unsigned char* live) noexcept
+cdef bint seed_backward(int nid, const unsigned char* live) noexcept
 cdef void node_backward(int i, const unsigned char* live) noexcept
 cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL
 cdef int arena_reserve(Arena* a, size_t nbytes) except -1
