@@ -128,34 +128,11 @@ def _idle_model(name, sparse, gen, steps, **kw):
     return E
 
 
-def test_adam_catch_up_every_regime_and_long_idle(float64):
-    """Gradients from 1e-12 to 10 put sqrt(v) below, near and far above eps:
-    each branch of the catch-up (two series and the replay) against the
-    numpy reference, over idle stretches shorter and longer than K."""
-    scales = 10.0 ** np.array([-12, -9, -8, -7, -3, 1])
-    rng = np.random.RandomState(3)
-    grads = {s: rng.randn(6) * scales for s in range(700)}
-
-    def gen(step):
-        out = [(0, grads[step])]  # row 0 every step
-        if step in (0, 5, 30, 31, 300, 650):  # row 1 idle 1, 25, 269, 350 steps
-            out.append((1, grads[step][::-1]))
-        return out
-
-    E = _idle_model("AdamTrainer", True, gen, 700, alpha=0.01)
-    ref, e = Rule("adam"), np.full((3, 6), 0.5)
-    for step in range(700):
-        g = np.zeros((3, 6))
-        for r, gr in gen(step):
-            g[r] = gr
-        e = ref.step(e, g, step + 1, 0.01)
-    np.testing.assert_allclose(E.as_array(), e, rtol=1e-9, atol=1e-14)
-
-
-def test_adam_catch_up_every_regime_float32():
-    """float32 rows take the vectorised catch-up (src/_fastopt.h): the same idle
-    stretches and gradient scales (both series and the replay) as above, sparse
-    against dense float32 and both against the float64 reference."""
+def _regime_gradients():
+    """Gradients from 1e-12 to 10 (sqrt(v) below, near and far above eps) for row 0
+    every step and row 1 after idle stretches of 1, 25, 269 and 350 steps
+    (shorter and longer than K); returns gen(step) and the numpy reference table
+    after 700 steps."""
     scales = 10.0 ** np.array([-12, -9, -8, -7, -3, 1])
     rng = np.random.RandomState(3)
     grads = {s: rng.randn(6) * scales for s in range(700)}
@@ -166,14 +143,30 @@ def test_adam_catch_up_every_regime_float32():
             out.append((1, grads[step][::-1]))
         return out
 
-    sparse = _idle_model("AdamTrainer", True, gen, 700, alpha=0.01).as_array()
-    dense = _idle_model("AdamTrainer", False, gen, 700, alpha=0.01).as_array()
     ref, e = Rule("adam"), np.full((3, 6), 0.5)
     for step in range(700):
         g = np.zeros((3, 6))
         for r, gr in gen(step):
             g[r] = gr
         e = ref.step(e, g, step + 1, 0.01)
+    return gen, e
+
+
+def test_adam_catch_up_every_regime_and_long_idle(float64):
+    """Each branch of the catch-up (two series and the replay) against the
+    numpy reference."""
+    gen, e = _regime_gradients()
+    E = _idle_model("AdamTrainer", True, gen, 700, alpha=0.01)
+    np.testing.assert_allclose(E.as_array(), e, rtol=1e-9, atol=1e-14)
+
+
+def test_adam_catch_up_every_regime_float32():
+    """float32 rows take the vectorised catch-up (src/_fastopt.h): the same idle
+    stretches and gradient scales (both series and the replay) as above, sparse
+    against dense float32 and both against the float64 reference."""
+    gen, e = _regime_gradients()
+    sparse = _idle_model("AdamTrainer", True, gen, 700, alpha=0.01).as_array()
+    dense = _idle_model("AdamTrainer", False, gen, 700, alpha=0.01).as_array()
     np.testing.assert_allclose(sparse, e, rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(sparse, dense, rtol=2e-5, atol=1e-6)
     assert (sparse[1] != 0.5).all()  # row 1 moved in every element, tiny gradients too
