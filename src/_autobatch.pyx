@@ -25,15 +25,21 @@ Forward, over the nodes not yet computed up to the requested one:
    member's value is its slice, so later readers see ordinary nodes); each
    concatenated argument is used in place when the members' arguments already
    lie adjacent and in order in memory (typically: they are the outputs of one
-   earlier batch), else gathered into one buffer; a pseudo-node (a copy of the
+   earlier batch); else, when the op's kernel reads that argument element by
+   element (ABSpec.ptrargs: lstm_step's projection column, the state parts,
+   concatenate), it is passed per member as an array of element pointers
+   (F_PTRS) and nothing is copied; else it is gathered into one buffer. A
+   pseudo-node (a copy of the
    first member with batch = the sum of the members') is built in a side table
    and the op's ordinary kernel runs on it.
 
 Backward walks the executed units in reverse. A batch's gradient block has the
 same layout as its value block, so the batch's output gradient is read in
 place; a concatenated argument's gradient is written in place when the
-members' gradients are adjacent, else into a zeroed buffer that is then added
-into each member's gradient (scatter-add). Shared arguments accumulate into
+members' gradients are adjacent; an argument passed per member gets an array of
+the members' gradient pointers, into which the kernel adds directly; else its
+gradient goes into a zeroed buffer that is then added into each member's
+gradient (scatter-add). Shared arguments accumulate into
 their own gradient directly. Weight "alias" nodes (lstm_step_weight,
 tree_weights), through which single nodes defer their weight products, are
 replaced inside batches by the weight itself, so a batch does its weight
@@ -46,9 +52,13 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from dyn._core._graph cimport (
     Graph, Node, Dim, OpKernel, ABSpec, cg, kernel, arg, dim_total, arena_alloc, arena_reserve, mark_live, node_backward,
     exec_node, check_finite, round_up, seed_backward, ab_spec, set_autobatch_engine, node_desc,
-    AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_SHARE_ODD, ABA_NO, ABA_CAT, ABA_SHARE,
-    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB)
+    AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT, ABA_SHARE,
+    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS)
 from dyn._core cimport _blas
+
+
+cdef enum:
+    ABA_PTR = 3     # a concatenated argument passed per member (F_PTRS): an array of element pointers
 
 
 ctypedef struct Batch:
@@ -57,7 +67,8 @@ ctypedef struct Batch:
     int m           # members
     int mem         # BI offset of the member ids (a member is -1 after cg_revert dropped it)
     int amap        # BI offset of the argument map: per argument 1 + 3m ints
-                    # [mode, m argument node ids, m offsets (items), m lengths (items)]
+                    # [mode (ABA_SHARE, ABA_CAT or ABA_PTR), m argument node ids, m offsets (items),
+                    #  m lengths (items)]
     long total      # output items of the whole batch
 
 
@@ -493,6 +504,40 @@ cdef inline void _release(int i, int* q1) noexcept:
             _ready(v, q1)
 
 
+cdef inline bint _ptr_ok(ABSpec* S, int k) noexcept:
+    return (S.ptrargs & AB_PTR_ALL) != 0 or (k < 31 and (S.ptrargs >> k) & 1)
+
+
+cdef void** _elem_ptrs(Graph* g, int m, int nel, int* ids, Batch* B, int nid) except NULL:
+    """The batch elements (nel per member) of an argument passed per member (ABA_PTR); ids: its
+    argument map's m node ids, m offsets and m lengths (items). B NULL: the values; else the
+    gradients of batch B's backward up to node nid, where the kernel adds directly: a member
+    whose argument takes no gradient (or that cg_revert dropped) points at a scratch sink."""
+    cdef int j, e, u, isz = g.itemsize
+    cdef long esz = ids[2 * m] // nel
+    cdef void** pp = <void**>arena_alloc(&g.fx if B == NULL else &g.dx, <size_t>m * nel * sizeof(void*))
+    cdef char* p
+    cdef char* sink = NULL
+    for j in range(m):
+        u = ids[j]
+        if B == NULL:
+            p = <char*>g.nodes[u].v
+        elif BI[B.mem + j] < 0 or u > nid:
+            p = NULL
+        else:
+            p = <char*>g.nodes[u].g
+        if p == NULL:
+            if sink == NULL:
+                sink = <char*>arena_alloc(&g.dx, <size_t>esz * isz)
+            for e in range(nel):
+                pp[j * nel + e] = sink
+            continue
+        p += <size_t>ids[m + j] * isz
+        for e in range(nel):
+            pp[j * nel + e] = p + <size_t>e * esz * isz
+    return pp
+
+
 cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     """Run nodes mem[0..m) (same signature, ascending ids) as one node; returns kernel seconds."""
     global nbt
@@ -509,7 +554,7 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     cdef char* aux
     cdef char* p
     cdef char* buf
-    cdef bint contiguous, slice_aux
+    cdef bint contiguous, slice_aux, ptrs
     cdef Batch* B
     cdef Node* saved_nodes
     cdef int* saved_ipool
@@ -570,8 +615,12 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
             p = <char*>a.v + <size_t>(off + dim_total(&wd)) * isz
             tot += dim_total(&wd)
         a = arg(g, n0, k)
+        ptrs = not contiguous and _ptr_ok(S, k)
         if contiguous:
             buf = <char*>a.v + <size_t>BI[amap + <long>k * stride + 1 + m] * isz
+        elif ptrs:                      # the kernel reads each batch element where it lies
+            BI[amap + <long>k * stride] = ABA_PTR
+            buf = <char*>_elem_ptrs(g, m, wd0.bd, &BI[amap + <long>k * stride + 1], NULL, 0)
         else:
             buf = <char*>arena_alloc(&g.fx, <size_t>tot * isz)
             o = 0
@@ -588,6 +637,8 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
         P.aux = NULL
         P.nargs = 0
         P.flags &= ~F_PGRAD
+        if ptrs:
+            P.flags |= F_PTRS
         P.dim = wd0
         P.dim.bd = wd0.bd * m
     # the batched node
@@ -728,6 +779,10 @@ cdef size_t _temp_bytes(Batch* B, int isz) noexcept:
     cdef size_t out = 0
     for k in range(B.nargs):
         base = B.amap + <long>k * stride
+        if BI[base] == ABA_PTR:         # the pointer array and a sink for members without a gradient
+            out += round_up(<size_t>BN[B.pn + 1 + k].dim.bd * sizeof(void*)) + round_up(
+                <size_t>BI[base + 1 + 2 * B.m] * isz)
+            continue
         if BI[base] != ABA_CAT:
             continue
         tot = 0
@@ -767,6 +822,14 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
                 A[0] = g.nodes[u]
                 if u > nid or not live[u]:
                     A.g = NULL
+                continue
+            if mode == ABA_PTR:         # the members' element gradients, added to in place
+                A.g = NULL
+                for j in range(m):
+                    u = BI[base + 1 + j]
+                    if BI[B.mem + j] >= 0 and u <= nid and g.nodes[u].g != NULL:
+                        A.g = _elem_ptrs(g, m, A.dim.bd // m, &BI[base + 1], B, nid)
+                        break
                 continue
             need = 0
             direct = True

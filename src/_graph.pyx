@@ -190,6 +190,7 @@ cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=0
     ABT[NK].iamask = 0x3f
     ABT[NK].argfn = NULL
     ABT[NK].fix = NULL
+    ABT[NK].ptrargs = 0
     b = name.encode()
     strncpy(KT[NK].name, b, 31)
     OPCODES[name] = NK
@@ -202,7 +203,7 @@ cdef ABSpec* ab_spec(int op) noexcept nogil:
     return &ABT[op]
 
 cdef int set_autobatch(int op, int flags, unsigned int share=0, int iamask=0x3f, ab_arg_fn argfn=NULL,
-                       ab_fix_fn fix=NULL) except -1:
+                       ab_fix_fn fix=NULL, unsigned int ptrargs=0) except -1:
     """Declare how nodes of `op` run as one batched node (see _graph.pxd, AB_*)."""
     if op < 0 or op >= NK:
         raise ValueError("set_autobatch: no operation %d" % op)
@@ -211,6 +212,7 @@ cdef int set_autobatch(int op, int flags, unsigned int share=0, int iamask=0x3f,
     ABT[op].iamask = iamask
     ABT[op].argfn = argfn
     ABT[op].fix = fix
+    ABT[op].ptrargs = ptrargs
     return 0
 
 cdef int set_autobatch_engine(ab_fwd_hook f, ab_bwd_hook b, ab_reset_hook r) except -1:

@@ -17,17 +17,19 @@ from libc.math cimport exp, tanh
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, F_FIXED
-from dyn._core._graph cimport set_autobatch, AB_ON, AB_ALIAS, ABA_NO, ABA_CAT, ABA_SHARE, F_AB
+from dyn._core._graph cimport set_autobatch, AB_ON, AB_ALIAS, ABA_NO, ABA_CAT, ABA_SHARE, F_AB, F_PTRS, elem_v, elem_g
 from dyn._core._expr cimport noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
-from dyn._core._kutil cimport batch_ptr, arg_dims, expr_arg, g_node, looks_like_vector, index_arg, number_arg
+from dyn._core._kutil cimport arg_dims, expr_arg, g_node, looks_like_vector, index_arg, number_arg
 
 cdef extern from "_fastmath.h" nogil:
     void dyn_tanh_f32(float* y, const float* x, long n)
     void dyn_logistic_f32(float* y, const float* x, long n)
 
 cdef extern from "_smallblas.h" nogil:
+    void dyn_vadd_f32(long n, const float* x, float* y)
+    void dyn_vadd_f64(long n, const double* x, double* y)
     void dyn_gemv_n_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
     void dyn_gemv_t_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
     void dyn_ger_f32(int m, int n, float alpha, const float* x, const float* y, float* A, int lda)
@@ -47,6 +49,14 @@ cdef void _gemv(Graph* g, char ta, int m, int n, void* A, void* x, double beta, 
             dyn_gemv_t_f32(m, n, 1.0, <float*>A, m, <float*>x, beta, <float*>y)
     else:
         _blas.gemv(g.dtype, ta, m, n, 1.0, A, m, x, beta, y)
+
+
+cdef inline void _vadd(Graph* g, long n, char* x, char* y) noexcept nogil:
+    """y += x (short vectors: no BLAS call)."""
+    if g.dtype == 0:
+        dyn_vadd_f32(n, <float*>x, <float*>y)
+    else:
+        dyn_vadd_f64(n, <double*>x, <double*>y)
 
 
 cdef void _ger(Graph* g, int m, int n, void* x, void* y, void* A) noexcept:
@@ -218,8 +228,7 @@ cdef void fwd_step(Graph* g, Node* n) noexcept:
     _layout(g, n, &L)
     H4 = 4 * L.H
     for b in range(L.B):
-        memcpy(L.G + <size_t>b * H4 * L.isz,
-               batch_ptr(L.p.v, b, L.p.dim.bd, <long>H4 * L.T, L.isz) + <size_t>L.col * H4 * L.isz,
+        memcpy(L.G + <size_t>b * H4 * L.isz, elem_v(L.p, b, <long>H4 * L.T, L.isz) + <size_t>L.col * H4 * L.isz,
                <size_t>H4 * L.isz)
     if L.prev != NULL:
         if not n.ia[4]:
@@ -349,7 +358,7 @@ cdef void _wh_t_d(Graph* g, Step* L) noexcept:
 
 cdef void bwd_step(Graph* g, Node* n, int i) noexcept:
     cdef Step L
-    cdef int H4, which, first
+    cdef int H4, which, first, b
     cdef Node* a = arg(g, n, i)
     _layout(g, n, &L)
     H4 = 4 * L.H
@@ -375,7 +384,10 @@ cdef void bwd_step(Graph* g, Node* n, int i) noexcept:
         which = 3
     else:
         which = 4
-    if which == 0:
+    if which == 0 and a.flags & F_PTRS:     # an automatic batch's members' columns
+        for b in range(L.B):
+            _vadd(g, H4, L.D + <size_t>b * H4 * L.isz, elem_g(a, b, 0, L.isz))
+    elif which == 0:
         if g.dtype == 0:
             _bwd_p(<float*>a.g + <long>L.col * H4, a.dim.bd, <long>H4 * L.T, <float*>L.D, H4, L.B)
         else:
@@ -561,16 +573,16 @@ cdef int _shape_part(Graph* g, Node* n) except -1:
 
 cdef void fwd_part(Graph* g, Node* n) noexcept:
     cdef int b, H = n.dim.d[0], isz = g.itemsize
-    cdef char* s = <char*>arg(g, n, 0).v
+    cdef Node* s = arg(g, n, 0)
     for b in range(n.dim.bd):
-        memcpy(<char*>n.v + <size_t>b * H * isz, s + (<size_t>b * 2 * H + n.ia[0]) * isz, <size_t>H * isz)
+        memcpy(<char*>n.v + <size_t>b * H * isz, elem_v(s, b, 2 * H, isz) + <size_t>n.ia[0] * isz, <size_t>H * isz)
 
 
 cdef void bwd_part(Graph* g, Node* n, int i) noexcept:
     cdef int b, H = n.dim.d[0], isz = g.itemsize
-    cdef char* gs = <char*>arg(g, n, 0).g
+    cdef Node* s = arg(g, n, 0)
     for b in range(n.dim.bd):
-        _blas.axpy(g.dtype, H, 1.0, <char*>n.g + <size_t>b * H * isz, gs + (<size_t>b * 2 * H + n.ia[0]) * isz)
+        _vadd(g, H, <char*>n.g + <size_t>b * H * isz, elem_g(s, b, 2 * H, isz) + <size_t>n.ia[0] * isz)
 
 
 cdef int OP_PART = register_op("lstm_step_part", _shape_part, fwd_part, bwd_part)
@@ -614,6 +626,7 @@ cdef void _ab_fix_step(Graph* g, Node* n) noexcept:
     n.ia[2] = 1
 
 
-set_autobatch(OP_STEP, AB_ON, 0, 0x1a, _ab_arg_step, _ab_fix_step)   # ia: flags, H, h in place
-set_autobatch(OP_PART, AB_ON)
+# P and the parts' states may come per member (no gathered copy): the kernels read them by element
+set_autobatch(OP_STEP, AB_ON, 0, 0x1a, _ab_arg_step, _ab_fix_step, 1)   # ia: flags, H, h in place
+set_autobatch(OP_PART, AB_ON, 0, 0x3f, NULL, NULL, 1)
 set_autobatch(OP_WEIGHT, AB_ALIAS)

@@ -12,7 +12,7 @@ inner x K x outer, K = number of indices (1 for per-batch-element picks).
 from libc.math cimport pow as cpow, log
 from libc.string cimport memcpy
 from operator import index as _index
-from dyn._core._graph cimport set_autobatch, AB_ON
+from dyn._core._graph cimport set_autobatch, AB_ON, AB_PTR_ALL, F_PTRS
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_str, arg, idx, set_indices,
     finish_node, dim_eq_nobatch, MAXD)
@@ -309,8 +309,9 @@ cdef int _shape_cat(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void _cat(real* y, real* x, Node* n, Node* a, long off, bint back) noexcept nogil:
-    """Argument a's block sits at offset `off` of dim k in the output."""
+cdef void _cat(real* y, real* x, void** xp, Node* n, Node* a, long off, bint back) noexcept nogil:
+    """Argument a's block sits at offset `off` of dim k in the output (xp: a's batch elements
+    given one by one, by an automatic batch)."""
     cdef int k = n.ia[0]
     cdef long inner = _prod(&n.dim, 0, k), La = _ext(&a.dim, k), L = n.dim.d[k]
     cdef long outer = _prod(&n.dim, k + 1, 7), s = inner * La * outer, t = inner * L * outer
@@ -318,7 +319,7 @@ cdef void _cat(real* y, real* x, Node* n, Node* a, long off, bint back) noexcept
     cdef real* xb
     cdef real* yb
     for b in range(n.dim.bd):
-        xb = x + (b * s if a.dim.bd > 1 else 0)
+        xb = <real*>xp[b] if xp != NULL else x + (b * s if a.dim.bd > 1 else 0)
         yb = y + b * t
         for o in range(outer):
             if back:
@@ -331,12 +332,14 @@ cdef void fwd_cat(Graph* g, Node* n) noexcept:
     cdef long off = 0
     cdef int i
     cdef Node* a
+    cdef void** xp
     for i in range(n.nargs):
         a = arg(g, n, i)
+        xp = <void**>a.v if a.flags & F_PTRS else NULL
         if g.dtype == 0:
-            _cat(<float*>n.v, <float*>a.v, n, a, off, False)
+            _cat(<float*>n.v, <float*>a.v, xp, n, a, off, False)
         else:
-            _cat(<double*>n.v, <double*>a.v, n, a, off, False)
+            _cat(<double*>n.v, <double*>a.v, xp, n, a, off, False)
         off += _ext(&a.dim, n.ia[0])
 
 
@@ -344,12 +347,14 @@ cdef void bwd_cat(Graph* g, Node* n, int i) noexcept:
     cdef long off = 0
     cdef int j
     cdef Node* a = arg(g, n, i)
+    cdef void** xp
     for j in range(i):
         off += _ext(&arg(g, n, j).dim, n.ia[0])
+    xp = <void**>a.g if a.flags & F_PTRS else NULL
     if g.dtype == 0:
-        _cat(<float*>n.g, <float*>a.g, n, a, off, True)
+        _cat(<float*>n.g, <float*>a.g, xp, n, a, off, True)
     else:
-        _cat(<double*>n.g, <double*>a.g, n, a, off, True)
+        _cat(<double*>n.g, <double*>a.g, xp, n, a, off, True)
 
 
 cdef int OP_CAT = register_op("concatenate", _shape_cat, fwd_cat, bwd_cat)
@@ -655,4 +660,4 @@ def pow(x, y):
     return finish(node2(OP_POW, x, y))
 
 # ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
-set_autobatch(OP_CAT, AB_ON)
+set_autobatch(OP_CAT, AB_ON, 0, 0x3f, NULL, NULL, AB_PTR_ALL)   # _cat reads per-member arguments

@@ -18,6 +18,7 @@ cdef enum:
     F_CONST = 8       # never receives a gradient (nobackprop, inputs)
     F_FIXED = 16      # value memory set at creation (parameter pool), not the arena
     F_AB = 32         # computed inside an automatic batch: its aux belongs to the batch
+    F_PTRS = 64       # a batch's argument given per member: v and g are arrays of element pointers
 
 ctypedef struct Dim:
     int d[7]
@@ -96,6 +97,7 @@ cdef enum:
     AB_PARAM = 16      # a parameter: shared by node id, never copied
     AB_AUXSLICE = 32   # aux is laid out per batch element: members get their slice
     AB_SHARE_ODD = 64  # argument 0 and the odd-numbered ones are weights (affine_transform)
+    AB_PTR_ALL = 1u << 31   # ABSpec.ptrargs: every argument
 
 # what an argument of a batch is: copied/adjacent along the batch, or one shared node
 cdef enum:
@@ -112,6 +114,8 @@ ctypedef struct ABSpec:
     int iamask             # bit j: ia[j] is part of the signature
     ab_arg_fn argfn        # per-argument rule (NULL: the flags' rule)
     ab_fix_fn fix          # adjusts the batched node's attributes (NULL: none)
+    unsigned int ptrargs   # bit k (bit 31: every argument): the kernel reads argument k through
+                           # elem_v/elem_g, so a batch may pass it per member (F_PTRS), not gathered
 
 ctypedef int (*ab_fwd_hook)(int nid) except -1
 ctypedef int (*ab_bwd_hook)(int nid, bint full) except -1
@@ -119,7 +123,7 @@ ctypedef void (*ab_reset_hook)(int n) noexcept
 
 cdef ABSpec* ab_spec(int op) noexcept nogil
 cdef int set_autobatch(int op, int flags, unsigned int share=*, int iamask=*, ab_arg_fn argfn=*,
-                       ab_fix_fn fix=*) except -1
+                       ab_fix_fn fix=*, unsigned int ptrargs=*) except -1
 cdef int set_autobatch_engine(ab_fwd_hook f, ab_bwd_hook b, ab_reset_hook r) except -1
 cdef bint autobatch_active() noexcept nogil
 cdef int exec_node(int i) except -1
@@ -172,3 +176,18 @@ cdef object pyref_get(int i)
 # random numbers (xoroshiro128+), seeded by dyn.init(random_seed=...)
 cdef double rand_uniform(Graph* g) noexcept nogil
 cdef double rand_normal(Graph* g) noexcept nogil
+
+
+cdef inline char* elem_v(Node* a, int b, long size, int isz) noexcept nogil:
+    """Batch element b ({size} items) of a's value; batch 1 broadcasts. Under automatic
+    batching an argument may come per member (F_PTRS: v is an array of element pointers)."""
+    if a.flags & F_PTRS:
+        return (<char**>a.v)[b]
+    return <char*>a.v + (<size_t>b * size * isz if a.dim.bd > 1 else 0)
+
+
+cdef inline char* elem_g(Node* a, int b, long size, int isz) noexcept nogil:
+    """Batch element b of a's gradient, as elem_v."""
+    if a.flags & F_PTRS:
+        return (<char**>a.g)[b]
+    return <char*>a.g + (<size_t>b * size * isz if a.dim.bd > 1 else 0)
