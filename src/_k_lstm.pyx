@@ -220,12 +220,13 @@ cdef void fwd_gates(Graph* g, Node* n) noexcept:
 cdef void _dgates(real* d, real* gy, real* y, int H, int B) noexcept nogil:
     """Gradient of the pre-activations from the output's: sigma' = y(1-y), tanh' = 1-y^2."""
     cdef long b, i, o
+    cdef real one = 1     # typed: a literal 1 would be a double and the loops would run in double
     for b in range(B):
         o = b * 4 * H
         for i in range(o, o + 3 * H):
-            d[i] = gy[i] * y[i] * (1 - y[i])
+            d[i] = gy[i] * y[i] * (one - y[i])
         for i in range(o + 3 * H, o + 4 * H):
-            d[i] = gy[i] * (1 - y[i] * y[i])
+            d[i] = gy[i] * (one - y[i] * y[i])
 
 
 cdef void _scatter(real* gx, int bx, real* t, int size, real* mask, int bm, int mstride, int off,
@@ -435,10 +436,11 @@ cdef void _hidden_fwd(real* y, real* c, real* gt, real* t, int H, int B) noexcep
 
 cdef void _hidden_bwd(real* gx, real* gy, real* gt, real* t, int H, int B, int which) noexcept nogil:
     cdef int b, j
+    cdef real one = 1     # typed: a literal 1 would be a double
     for b in range(B):
         for j in range(H):
             if which == 0:
-                gx[b * H + j] += gy[b * H + j] * gt[b * 4 * H + 2 * H + j] * (1 - t[b * H + j] * t[b * H + j])
+                gx[b * H + j] += gy[b * H + j] * gt[b * 4 * H + 2 * H + j] * (one - t[b * H + j] * t[b * H + j])
             else:
                 gx[b * 4 * H + 2 * H + j] += gy[b * H + j] * t[b * H + j]
 

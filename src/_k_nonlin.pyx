@@ -92,12 +92,13 @@ cdef void _unary_fwd(int kind, real* y, real* x, int m) noexcept nogil:
 cdef void _unary_bwd(int kind, real* gx, real* gy, real* x, real* y, int m) noexcept nogil:
     # derivatives from the output where it holds them: no exp/tanh recomputed
     cdef int i
+    cdef real one = 1     # typed: Cython writes a literal 1 as 1.0, a double, and float loops ran in double
     if kind == TANH:
         for i in range(m):
-            gx[i] += gy[i] * (1 - y[i] * y[i])
+            gx[i] += gy[i] * (one - y[i] * y[i])
     elif kind == LOGISTIC:
         for i in range(m):
-            gx[i] += gy[i] * y[i] * (1 - y[i])
+            gx[i] += gy[i] * y[i] * (one - y[i])
     elif kind == RECTIFY:
         # y > 0 exactly when x > 0: the gradient at 0 is 0
         for i in range(m):

@@ -265,6 +265,7 @@ cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* G
     cdef real* f
     cdef real* df
     cdef real i, o, u, tt, v
+    cdef real one = 1     # typed: Cython writes a literal 1 as 1.0, a double, and these loops ran in double
     cdef Node* ch
     for b in range(L.B):
         a = A + <size_t>b * R
@@ -272,7 +273,7 @@ cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* G
         if L.mode == RNN:
             gy = GY + <size_t>b * H
             for k in range(H):
-                d[k] = gy[k] * (1 - a[k] * a[k])
+                d[k] = gy[k] * (one - a[k] * a[k])
             continue
         gy = GY + <size_t>b * 2 * H
         t = T + <size_t>b * H
@@ -282,11 +283,11 @@ cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* G
             o = a[H + k]
             u = a[2 * H + k]
             tt = t[k]
-            v = gy[H + k] + gy[k] * o * (1 - tt * tt)
+            v = gy[H + k] + gy[k] * o * (one - tt * tt)
             dc[k] = v
-            d[k] = v * u * i * (1 - i)
-            d[H + k] = gy[k] * tt * o * (1 - o)
-            d[2 * H + k] = v * i * (1 - u * u)
+            d[k] = v * u * i * (one - i)
+            d[H + k] = gy[k] * tt * o * (one - o)
+            d[2 * H + k] = v * i * (one - u * u)
         memset(d + 3 * H, 0, <size_t>(R - 3 * H) * L.isz)
         for j in range(p):
             ch = _child(g, L, j)
@@ -299,11 +300,11 @@ cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* G
                 f = Fg + <size_t>(b * p + j) * H
                 df = DF + <size_t>(b * p + j) * H
                 for k in range(H):
-                    df[k] = dc[k] * cc[k] * f[k] * (1 - f[k])
+                    df[k] = dc[k] * cc[k] * f[k] * (one - f[k])
                     d[3 * H + k] += df[k]
         if L.mode == NARY:
             for k in range(3 * H, R):
-                d[k] *= a[k] * (1 - a[k])
+                d[k] *= a[k] * (one - a[k])
 
 # ---------------------------------------------------------------- forward
 
