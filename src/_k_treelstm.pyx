@@ -212,7 +212,8 @@ cdef void _scatter_dc(real* gx, int bd, int H, const real* dc, const real* f, in
 
 cdef void _cell_fwd(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T) noexcept:
     """Gates' nonlinearities, c = i u + sum_j f_j c_j, h = o tanh(c), written to Y = [h; c]."""
-    cdef int b, j, k, H = L.H, R = L.R, p = L.p
+    cdef int b, j, p = L.p
+    cdef Py_ssize_t k, H = L.H, R = L.R
     cdef real fb = <real>L.n.fa[0]
     cdef real* a
     cdef real* y
@@ -255,7 +256,8 @@ cdef void _cell_fwd(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T) noexc
 cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* GY, real* D, real* DF,
                   real* DC) noexcept:
     """Pre-activation gradients D (child-sum: also DF per child) and the cell's DC from the output's GY."""
-    cdef int b, j, k, H = L.H, R = L.R, p = L.p, r0
+    cdef int b, j, p = L.p
+    cdef Py_ssize_t k, H = L.H, R = L.R, r0      # (int indices kept GCC from vectorising)
     cdef real* a
     cdef real* d
     cdef real* gy
@@ -264,7 +266,6 @@ cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* G
     cdef real* cc
     cdef real* f
     cdef real* df
-    cdef real i, o, u, tt, v
     cdef real one = 1     # typed: Cython writes a literal 1 as 1.0, a double, and these loops ran in double
     cdef Node* ch
     for b in range(L.B):
@@ -278,16 +279,15 @@ cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* G
         gy = GY + <size_t>b * 2 * H
         t = T + <size_t>b * H
         dc = DC + <size_t>b * H
+        # one output array per loop, so that each vectorises
         for k in range(H):
-            i = a[k]
-            o = a[H + k]
-            u = a[2 * H + k]
-            tt = t[k]
-            v = gy[H + k] + gy[k] * o * (one - tt * tt)
-            dc[k] = v
-            d[k] = v * u * i * (one - i)
-            d[H + k] = gy[k] * tt * o * (one - o)
-            d[2 * H + k] = v * i * (one - u * u)
+            dc[k] = gy[H + k] + gy[k] * a[H + k] * (one - t[k] * t[k])
+        for k in range(H):
+            d[k] = dc[k] * a[2 * H + k] * a[k] * (one - a[k])
+        for k in range(H):
+            d[H + k] = gy[k] * t[k] * a[H + k] * (one - a[H + k])
+        for k in range(H):
+            d[2 * H + k] = dc[k] * a[k] * (one - a[2 * H + k] * a[2 * H + k])
         memset(d + 3 * H, 0, <size_t>(R - 3 * H) * L.isz)
         for j in range(p):
             ch = _child(g, L, j)
