@@ -578,6 +578,12 @@ cdef int _check_expr(object e, str what, str name) except -1:
     return 0
 
 
+cdef inline int _check_child(object e, int j, str name) except -1:
+    if not isinstance(e, Expression):     # (the message is formatted only when it is raised)
+        _check_expr(e, "child %d" % j, name)
+    return 0
+
+
 def tree_node(int mode, x, Wx, U, b, children, Uc=None, double forget_bias=1.0):
     """One fused tree node (see the module docstring); mode 0 N-ary LSTM, 1 RNN, 2 child-sum."""
     cdef str name = _NAMES[mode]
@@ -597,9 +603,11 @@ def tree_node(int mode, x, Wx, U, b, children, Uc=None, double forget_bias=1.0):
             raise ValueError("%s: Uc (cell terms) exists only for nary_tree_lstm" % name)
         _check_expr(Uc, "Uc", name)
         args.append(Uc)
-    for j, c in enumerate(children):
-        _check_expr(c, "child %d" % j, name)
-    args += list(children)
+    cdef int j = 0
+    for c in children:
+        _check_child(c, j, name)
+        j += 1
+    args.extend(children)
     cdef int nid = noden((OP_NARY, OP_RNN, OP_CSUM)[mode], args, name)
     cdef Node* n = &cg().nodes[nid]
     n.ia[0] = mode

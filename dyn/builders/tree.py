@@ -163,11 +163,11 @@ class TreeState:
 class _PerGraph:
     """A builder's expressions and dropout masks in one computation graph."""
 
-    __slots__ = ("version", "update", "exprs", "masks", "table")
+    __slots__ = ("version", "update", "exprs", "masks", "table", "fused")
 
     def __init__(self, update):
         self.version, self.update = _graph.cg_version(), update
-        self.exprs, self.masks, self.table = None, None, []
+        self.exprs, self.masks, self.table, self.fused = None, None, [], None
 
 
 class TreeBuilderBase:
@@ -371,20 +371,17 @@ class _LSTMTreeBase(TreeBuilderBase):
         return self.layers
 
     def _node(self, children, x, g):
-        masks = self._masks(g, x, children)
-        if masks is None and self._one_fused_node:  # the common case, kept short
-            e = g.exprs[0]
+        rates = self.rates
+        if self._one_fused_node and not (rates["x"] or rates["h"]):  # the common case, kept short
+            f = g.fused
+            if f is None:
+                e = g.exprs[0]
+                f = g.fused = (e["Wx"], e["U"], e["b"], e.get("Uc"))
             s = _k.tree_node(
-                self._mode,
-                x,
-                e["Wx"],
-                e["U"],
-                e["b"],
-                [c._s[0] for c in children],
-                e.get("Uc"),
-                self.forget_bias,
+                self._mode, x, f[0], f[1], f[2], [c._s[0] for c in children], f[3], self.forget_bias
             )
             return TreeState(self, (s,), children, g.version)
+        masks = self._masks(g, x, children)
         states, inp = [], x
         for layer in range(self.layers):
             zx, zh = masks[layer] if masks else (None, None)
