@@ -93,6 +93,8 @@ cdef int* SLIST = NULL
 cdef int* NXT = NULL
 cdef int* QUEUE = NULL
 cdef int* MEMB = NULL
+cdef int* NARG = NULL       # each node's argument count and ipool offset, read once from the nodes
+cdef int* AOFF = NULL
 cdef long cap_n = 0, cap_e = 0
 
 # signature table (rebuilt per forward call)
@@ -212,7 +214,7 @@ cdef inline int _resolve(Graph* g, int a) noexcept:
     return a
 
 
-cdef int _argmode(Graph* g, Node* n, ABSpec* S, int k, int* off, Dim* wd) noexcept:
+cdef inline int _argmode(Graph* g, Node* n, ABSpec* S, int k, int* off, Dim* wd) noexcept:
     cdef Node* a = arg(g, n, k)
     cdef int af
     off[0] = 0
@@ -233,6 +235,11 @@ cdef int _argmode(Graph* g, Node* n, ABSpec* S, int k, int* off, Dim* wd) noexce
 
 
 cdef long _kbuf[512]
+cdef unsigned long _HMUL[16]
+_HMUL[:] = [0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb, 0xd6e8feb86659fd93,
+            0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3, 0x589965cc75374cc3,
+            0x1d8e4e27c47d124f, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9, 0x85ebca77c2b2ae63,
+            0x27d4eb2f165667c5, 0xff51afd7ed558ccd, 0xc4ceb9fe1a85ec53, 0x2545f4914f6cdd1d]
 
 
 cdef int _signature(Graph* g, int i) except -1:
@@ -280,10 +287,14 @@ cdef int _signature(Graph* g, int i) except -1:
             for j in range(wd.nd):
                 _kbuf[kn] = wd.d[j]; kn += 1
             _kbuf[kn] = wd.bd; kn += 1
-    h = 1469598103934665603UL
+    # every word times its own odd constant: independent products, not a serial chain (the key is
+    # compared whole on a hit, so the hash only has to spread)
+    h = <unsigned long>kn
     for j in range(kn):
-        h = (h ^ <unsigned long>_kbuf[j]) * 1099511628211UL
-        h ^= h >> 29
+        h += <unsigned long>_kbuf[j] * _HMUL[j & 15]
+    h ^= h >> 31
+    h *= 0x9e3779b97f4a7c15UL
+    h ^= h >> 29
     slot = <int>(h & (htcap - 1))
     while HT[slot] != 0:
         s = HT[slot]
@@ -375,6 +386,8 @@ cdef int _ab_forward(int nid) except -1:
         n = &g.nodes[c0 + i]
         k = 0
         d = 0
+        NARG[i] = n.nargs
+        AOFF[i] = n.arg_off
         for j in range(n.nargs):
             a = g.ipool[n.arg_off + j] - c0
             if a >= 0:
@@ -394,9 +407,8 @@ cdef int _ab_forward(int nid) except -1:
     e = SSTART[N]
     _grow(<void**>&SLIST, &cap_e, e + 1, sizeof(int))
     for i in range(N):            # fill: SSTART[a] advances, then shifts back
-        n = &g.nodes[c0 + i]
-        for j in range(n.nargs):
-            a = g.ipool[n.arg_off + j] - c0
+        for j in range(NARG[i]):
+            a = g.ipool[AOFF[i] + j] - c0
             if a >= 0:
                 SLIST[SSTART[a]] = i
                 SSTART[a] += 1
@@ -467,9 +479,9 @@ cdef int _ab_forward(int nid) except -1:
 
 cdef int _grow_nodes(long need) except -1:
     """The per-node arrays (one capacity for all) hold at least need entries."""
-    global cap_n, SIG, DEPTH, LEFT, SSTART, NXT, QUEUE, MEMB
+    global cap_n, SIG, DEPTH, LEFT, SSTART, NXT, QUEUE, MEMB, NARG, AOFF
     cdef long c
-    cdef void** arrays[7]
+    cdef void** arrays[9]
     cdef int k
     if need <= cap_n:
         return 0
@@ -477,7 +489,8 @@ cdef int _grow_nodes(long need) except -1:
         need = 1024
     arrays[0], arrays[1], arrays[2], arrays[3] = <void**>&SIG, <void**>&DEPTH, <void**>&LEFT, <void**>&SSTART
     arrays[4], arrays[5], arrays[6] = <void**>&NXT, <void**>&QUEUE, <void**>&MEMB
-    for k in range(7):
+    arrays[7], arrays[8] = <void**>&NARG, <void**>&AOFF
+    for k in range(9):
         c = cap_n
         _grow(arrays[k], &c, need, sizeof(int))
     cap_n = c
@@ -555,6 +568,9 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     cdef char* p
     cdef char* buf
     cdef bint contiguous, slice_aux, ptrs
+    cdef int* ids
+    cdef int u
+    cdef char* q
     cdef Batch* B
     cdef Node* saved_nodes
     cdef int* saved_ipool
@@ -598,22 +614,23 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
             BN[pn + 1 + k] = g.nodes[_resolve(g, g.ipool[n0.arg_off + k])]
             continue
         contiguous = True
-        tot = 0
+        L = dim_total(&wd0)             # the same for every member: the signature holds the Dim
+        tot = L * m
+        ids = &BI[amap + <long>k * stride + 1]
         p = NULL
         for j in range(m):
             n = &g.nodes[mem[j]]
-            a = arg(g, n, k)
+            u = g.ipool[n.arg_off + k]
             off = 0
-            wd = a.dim
-            if S.argfn != NULL:         # a window: the rule sets off and wd
+            if S.argfn != NULL:         # a window: the rule sets off (and wd)
                 S.argfn(g, n, k, &off, &wd)
-            BI[amap + <long>k * stride + 1 + j] = g.ipool[n.arg_off + k]
-            BI[amap + <long>k * stride + 1 + m + j] = off
-            BI[amap + <long>k * stride + 1 + 2 * m + j] = dim_total(&wd)
-            if j > 0 and <char*>a.v + <size_t>off * isz != p:
+            ids[j] = u
+            ids[m + j] = off
+            ids[2 * m + j] = <int>L
+            q = <char*>g.nodes[u].v + <size_t>off * isz
+            if j > 0 and q != p:
                 contiguous = False
-            p = <char*>a.v + <size_t>(off + dim_total(&wd)) * isz
-            tot += dim_total(&wd)
+            p = q + <size_t>L * isz
         a = arg(g, n0, k)
         ptrs = not contiguous and _ptr_ok(S, k)
         if contiguous:
