@@ -70,7 +70,10 @@ def autobatch_stats(reset=False):
 
     Returns a dict: ``forward_calls``, ``nodes`` (scheduled), ``batches``
     (of two or more nodes), ``batched_nodes`` (nodes inside them), ``singles``
-    (nodes run alone), ``schedule_s`` (seconds the engine spent outside the
+    (nodes run alone); how the batches' concatenated arguments were passed:
+    ``args_in_place`` (already adjacent), ``args_per_member`` (element pointers,
+    for kernels that read them one by one) and ``args_gathered`` (copied, with
+    ``gathered_bytes``); ``schedule_s`` (seconds the engine spent outside the
     kernels: signatures, agenda, gathering and scattering; also split into
     ``forward_schedule_s`` and ``backward_schedule_s``), ``forward_s`` and
     ``backward_s`` (whole engine time, kernels included).

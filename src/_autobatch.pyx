@@ -113,6 +113,7 @@ cdef int* SREADY = NULL
 
 # statistics
 cdef long st_nodes = 0, st_batches = 0, st_batched = 0, st_singles = 0, st_calls = 0
+cdef long st_inplace = 0, st_permember = 0, st_gathered = 0, st_gbytes = 0
 cdef double st_sched = 0, st_fwd = 0, st_bwd = 0, st_bwd_sched = 0
 
 
@@ -553,7 +554,7 @@ cdef void** _elem_ptrs(Graph* g, int m, int nel, int* ids, Batch* B, int nid) ex
 
 cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     """Run nodes mem[0..m) (same signature, ascending ids) as one node; returns kernel seconds."""
-    global nbt
+    global nbt, st_inplace, st_permember, st_gathered, st_gbytes
     cdef Node* n0 = &g.nodes[mem[0]]
     cdef Node* n
     cdef Node* a
@@ -635,10 +636,14 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
         ptrs = not contiguous and _ptr_ok(S, k)
         if contiguous:
             buf = <char*>a.v + <size_t>BI[amap + <long>k * stride + 1 + m] * isz
+            st_inplace += 1
         elif ptrs:                      # the kernel reads each batch element where it lies
+            st_permember += 1
             BI[amap + <long>k * stride] = ABA_PTR
             buf = <char*>_elem_ptrs(g, m, wd0.bd, &BI[amap + <long>k * stride + 1], NULL, 0)
         else:
+            st_gathered += 1
+            st_gbytes += tot * isz
             buf = <char*>arena_alloc(&g.fx, <size_t>tot * isz)
             o = 0
             for j in range(m):
@@ -921,11 +926,15 @@ cdef int _resolve_bn(Graph* g, Batch* B, int k) noexcept:
 def stats(bint reset=False):
     """Counters of the engine since the last reset (see dyn.graph.autobatch_stats)."""
     global st_nodes, st_batches, st_batched, st_singles, st_calls, st_sched, st_fwd, st_bwd, st_bwd_sched
+    global st_inplace, st_permember, st_gathered, st_gbytes
     out = {"forward_calls": st_calls, "nodes": st_nodes, "batches": st_batches, "batched_nodes": st_batched,
-           "singles": st_singles, "schedule_s": st_sched + st_bwd_sched, "forward_schedule_s": st_sched,
+           "singles": st_singles, "args_in_place": st_inplace, "args_per_member": st_permember,
+           "args_gathered": st_gathered, "gathered_bytes": st_gbytes,
+           "schedule_s": st_sched + st_bwd_sched, "forward_schedule_s": st_sched,
            "backward_schedule_s": st_bwd_sched, "forward_s": st_fwd, "backward_s": st_bwd}
     if reset:
         st_nodes = st_batches = st_batched = st_singles = st_calls = 0
+        st_inplace = st_permember = st_gathered = st_gbytes = 0
         st_sched = st_fwd = st_bwd = st_bwd_sched = 0
     return out
 

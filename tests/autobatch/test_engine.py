@@ -269,3 +269,35 @@ def test_set_and_invalidate():
     after = loss.value()
     want = sum(float(np.tanh(model.W.as_array() @ np.full(D, v)).sum()) for v in (1.0, 0.1, 0.2, 0.3))
     assert after == pytest.approx(want, rel=1e-5) and after != before
+
+
+def _cat_graph(model, n, row):
+    ys = [dy.tanh(model.W * model.E[row + k]) for k in range(n)]  # adjacent rows: read in place
+    # argument 0 in reverse order: the batched concatenate's members are not adjacent
+    cs = [dy.concatenate([ys[n - 1 - k], ys[k]]) for k in range(n)]
+    return [dy.sum_elems(dy.tanh(model.W2 * c)) for c in cs]
+
+
+def test_scattered_arguments_are_read_per_member():
+    """A batched concatenate reads non-adjacent arguments through per-member
+    pointers (nothing gathered) and adds their gradients in place, also when
+    cg_revert dropped some members of the batch."""
+    model = Model()
+    res = []
+    for ab in (False, True):
+        model.zero_grads()
+        dy.renew_cg(autobatching=ab)
+        autobatch_stats(reset=True)
+        keep = _cat_graph(model, 4, 0)
+        dy.cg_checkpoint()
+        drop = _cat_graph(model, 3, 4)
+        dy.esum(keep + drop).value()  # one concatenate batch of 7, 3 of them dropped below
+        dy.cg_revert()
+        loss = dy.esum(keep + _cat_graph(model, 2, 7))
+        loss.backward()
+        res.append((loss.value(), model.grads(), autobatch_stats()))
+    s = res[1][2]
+    assert s["args_per_member"] >= 2 and s["args_gathered"] == 0 and s["gathered_bytes"] == 0
+    assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
+    for x, y in zip(res[0][1], res[1][1]):
+        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
