@@ -27,7 +27,8 @@ Forward, over the nodes not yet computed up to the requested one:
    lie adjacent and in order in memory (typically: they are the outputs of one
    earlier batch); else, when the op's kernel reads that argument element by
    element (ABSpec.ptrargs: lstm_step's projection column, the state parts,
-   concatenate), it is passed per member as an array of element pointers
+   concatenate, the tree nodes' x and children), it is passed per member as an
+   array of element pointers
    (F_PTRS) and nothing is copied; else it is gathered into one buffer. A
    pseudo-node (a copy of the
    first member with batch = the sum of the members') is built in a side table

@@ -22,7 +22,7 @@ child-sum LSTM: [i; o; u; f] (4H).
 from libc.math cimport exp, tanh
 from libc.string cimport memcpy, memset
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_str, arg
-from dyn._core._graph cimport set_autobatch, AB_ON, ABA_NO, ABA_CAT, ABA_SHARE
+from dyn._core._graph cimport set_autobatch, AB_ON, AB_PTR_ALL, ABA_NO, ABA_CAT, ABA_SHARE, elem_v, elem_g
 from dyn._core._expr cimport node1, noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
@@ -34,11 +34,6 @@ cdef extern from "_fastmath.h" nogil:
 _NAMES = ("nary_tree_lstm", "tree_rnn", "child_sum_tree_lstm")
 
 cdef int OP_W = -1    # tree_weights (src/_k_treeweights.pyx): the weight products are deferred to it
-
-cdef inline char* _bp(void* p, int b, int bd, long size, int isz) noexcept nogil:
-    """Batch element b of a tensor of bd elements of `size` items (bd 1 broadcasts)."""
-    return <char*>p + (<size_t>b * size * isz if bd > 1 else 0)
-
 
 cdef inline int _pos(int j, int N) noexcept nogil:
     return j if j < N else N - 1
@@ -162,7 +157,7 @@ cdef inline Node* _child(Graph* g, Lay* L, int j) noexcept:
 cdef void _gather_x(Graph* g, Lay* L) noexcept:
     cdef int b
     for b in range(L.B):
-        memcpy(L.X + <size_t>b * L.I * L.isz, _bp(L.x.v, b, L.x.dim.bd, L.I, L.isz), <size_t>L.I * L.isz)
+        memcpy(L.X + <size_t>b * L.I * L.isz, elem_v(L.x, b, L.I, L.isz), <size_t>L.I * L.isz)
 
 
 cdef void _gather(Graph* g, Lay* L, real* buf, int ld, bint by_pos, int part) noexcept:
@@ -176,7 +171,7 @@ cdef void _gather(Graph* g, Lay* L, real* buf, int ld, bint by_pos, int part) no
         c = _child(g, L, j)
         m = _pos(j, L.N) if by_pos else 0
         for b in range(L.B):
-            _acc(buf + <size_t>b * ld + m * L.H, <real*>_bp(c.v, b, c.dim.bd, c.dim.d[0], L.isz) + part * L.H,
+            _acc(buf + <size_t>b * ld + m * L.H, <real*>elem_v(c, b, c.dim.d[0], L.isz) + part * L.H,
                  L.H)
 
 
@@ -187,23 +182,24 @@ cdef void _gather_each(Graph* g, Lay* L, real* buf) noexcept:
     for j in range(L.p):
         c = _child(g, L, j)
         for b in range(L.B):
-            memcpy(buf + <size_t>(b * L.p + j) * L.H, _bp(c.v, b, c.dim.bd, c.dim.d[0], L.isz),
+            memcpy(buf + <size_t>(b * L.p + j) * L.H, elem_v(c, b, c.dim.d[0], L.isz),
                    <size_t>L.H * L.isz)
 
 
-cdef void _scatter(real* gx, int bd, int stride, int off, const real* s, int size, int B) noexcept nogil:
-    """gx[off:off+size] of each batch element (stride items apart; bd 1 sums the batch) += s (size x B)."""
+cdef void _scatter(Node* a, int isz, int off, const real* s, int size, int B) noexcept nogil:
+    """Items off..off+size of each batch element of a's gradient (batch 1 sums the batch) += s (size x B)."""
     cdef int b
     for b in range(B):
-        _acc(gx + (<size_t>b * stride if bd > 1 else 0) + off, s + <size_t>b * size, size)
+        _acc(<real*>elem_g(a, b, a.dim.d[0], isz) + off, s + <size_t>b * size, size)
 
 
-cdef void _scatter_dc(real* gx, int bd, int H, const real* dc, const real* f, int fstride, int B) noexcept nogil:
+cdef void _scatter_dc(Node* c, int isz, int H, const real* dc, const real* f, int fstride, int B) noexcept nogil:
     """The child's c gradient (rows H..2H of its [h; c]) += dc * f (f: fstride items per batch element)."""
-    cdef int b, k
+    cdef int b
+    cdef Py_ssize_t k
     cdef real* px
     for b in range(B):
-        px = gx + (<size_t>b * 2 * H if bd > 1 else 0) + H
+        px = <real*>elem_g(c, b, 2 * H, isz) + H
         for k in range(H):
             px[k] += dc[<size_t>b * H + k] * f[<size_t>b * fstride + k]
 
@@ -237,7 +233,7 @@ cdef void _cell_fwd(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T) noexc
             y[H + k] = a[k] * a[2 * H + k]
         for j in range(p):
             ch = _child(g, L, j)
-            cc = <real*>_bp(ch.v, b, ch.dim.bd, 2 * H, L.isz) + H
+            cc = <real*>elem_v(ch, b, 2 * H, L.isz) + H
             if L.mode == NARY:
                 f = a + (3 + _pos(j, L.N)) * H
             else:
@@ -291,7 +287,7 @@ cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* G
         memset(d + 3 * H, 0, <size_t>(R - 3 * H) * L.isz)
         for j in range(p):
             ch = _child(g, L, j)
-            cc = <real*>_bp(ch.v, b, ch.dim.bd, 2 * H, L.isz) + H
+            cc = <real*>elem_v(ch, b, 2 * H, L.isz) + H
             if L.mode == NARY:
                 r0 = (3 + _pos(j, L.N)) * H
                 for k in range(H):
@@ -365,9 +361,9 @@ cdef int _first_live(Graph* g, Node* n) noexcept:
 
 cdef void _to(Graph* g, Node* a, int off, char* s, int size, int B) noexcept:
     if g.dtype == 0:
-        _scatter(<float*>a.g, a.dim.bd, a.dim.d[0], off, <float*>s, size, B)
+        _scatter(a, 4, off, <float*>s, size, B)
     else:
-        _scatter(<double*>a.g, a.dim.bd, a.dim.d[0], off, <double*>s, size, B)
+        _scatter(a, 8, off, <double*>s, size, B)
 
 
 cdef void _child_grad(Graph* g, Lay* L, int j) noexcept:
@@ -389,9 +385,9 @@ cdef void _child_grad(Graph* g, Lay* L, int j) noexcept:
     if L.mode == RNN:
         return
     if g.dtype == 0:            # dc_j = dc f_j
-        _scatter_dc(<float*>c.g, c.dim.bd, H, <float*>L.DC, <float*>f, fstride, L.B)
+        _scatter_dc(c, 4, H, <float*>L.DC, <float*>f, fstride, L.B)
     else:
-        _scatter_dc(<double*>c.g, c.dim.bd, H, <double*>L.DC, <double*>f, fstride, L.B)
+        _scatter_dc(c, 8, H, <double*>L.DC, <double*>f, fstride, L.B)
     if L.huc:                   # dc_j += Uc_{e_j}^T d over the rows the cell terms feed
         UcR = L.Uc.dim.d[0]
         _gm(g, b'T', H, L.B, 2 * H, <char*>L.Uc.v + <size_t>m * H * UcR * isz, UcR, L.D, R, 0.0, L.S, H)
@@ -632,16 +628,17 @@ cdef int _shape_part(Graph* g, Node* n) except -1:
 
 cdef void fwd_part(Graph* g, Node* n) noexcept:
     cdef int b, H = n.dim.d[0], isz = g.itemsize
+    cdef Node* a = arg(g, n, 0)
     for b in range(n.dim.bd):
-        memcpy(<char*>n.v + <size_t>b * H * isz, <char*>arg(g, n, 0).v + (<size_t>(2 * b + n.ia[0]) * H) * isz,
+        memcpy(<char*>n.v + <size_t>b * H * isz, elem_v(a, b, 2 * H, isz) + <size_t>n.ia[0] * H * isz,
                <size_t>H * isz)
 
 
 cdef void bwd_part(Graph* g, Node* n, int i) noexcept:
     cdef int b, H = n.dim.d[0], isz = g.itemsize
+    cdef Node* a = arg(g, n, 0)
     for b in range(n.dim.bd):
-        _blas.axpy(g.dtype, H, 1.0, <char*>n.g + <size_t>b * H * isz,
-                   <char*>arg(g, n, 0).g + (<size_t>(2 * b + n.ia[0]) * H) * isz)
+        _blas.axpy(g.dtype, H, 1.0, <char*>n.g + <size_t>b * H * isz, elem_g(a, b, 2 * H, isz) + <size_t>n.ia[0] * H * isz)
 
 
 cdef int OP_PART = register_op("tree_state_part", _shape_part, fwd_part, bwd_part)
@@ -671,7 +668,8 @@ cdef int _ab_arg_tree(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept:
     return ABA_CAT if a.dim.bd == n.dim.bd else ABA_NO
 
 
-set_autobatch(OP_NARY, AB_ON, 0, 0x3f, _ab_arg_tree)
-set_autobatch(OP_RNN, AB_ON, 0, 0x3f, _ab_arg_tree)
-set_autobatch(OP_CSUM, AB_ON, 0, 0x3f, _ab_arg_tree)
-set_autobatch(OP_PART, AB_ON)
+# x and the children are read element by element (elem_v/elem_g): batches pass them per member
+set_autobatch(OP_NARY, AB_ON, 0, 0x3f, _ab_arg_tree, NULL, AB_PTR_ALL)
+set_autobatch(OP_RNN, AB_ON, 0, 0x3f, _ab_arg_tree, NULL, AB_PTR_ALL)
+set_autobatch(OP_CSUM, AB_ON, 0, 0x3f, _ab_arg_tree, NULL, AB_PTR_ALL)
+set_autobatch(OP_PART, AB_ON, 0, 0x3f, NULL, NULL, AB_PTR_ALL)
