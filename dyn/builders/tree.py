@@ -87,6 +87,7 @@ from dyn import graph as _graph
 from dyn import io as _io
 from dyn._core import _k_treelstm as _k
 from dyn._core import _k_treeweights as _kw
+from dyn._core._graph import version as _cg_version
 from dyn.builders._rnn_base import as_dim
 
 __all__ = ["TreeState", "NaryTreeLSTMBuilder", "ChildSumTreeLSTMBuilder"]
@@ -122,16 +123,17 @@ class TreeState:
     __slots__ = ("_builder", "_ver", "_s", "_children", "_h", "_c")
 
     def __init__(self, builder, states, children, version):
+        # (_h and _c are set on first use: one is made per tree node, most are never asked)
         self._builder, self._s, self._children, self._ver = builder, states, children, version
-        self._h = self._c = None
 
     def _h_of(self, layer):
-        if self._h is None:
-            self._h = [None] * len(self._s)
-        if self._h[layer] is None:
+        h = getattr(self, "_h", None)
+        if h is None:
+            h = self._h = [None] * len(self._s)
+        if h[layer] is None:
             s = self._s[layer]
-            self._h[layer] = _k.state_part(s, 0) if self._builder._has_cell else s
-        return self._h[layer]
+            h[layer] = _k.state_part(s, 0) if self._builder._has_cell else s
+        return h[layer]
 
     def output(self):
         """The top layer's h."""
@@ -145,7 +147,7 @@ class TreeState:
         """The full state: LSTMs ``(c_1..c_L, h_1..h_L)``, otherwise as h()."""
         if not self._builder._has_cell:
             return self.h()
-        if self._c is None:
+        if getattr(self, "_c", None) is None:
             self._c = tuple(_k.state_part(s, 1) for s in self._s)
         return self._c + self.h()
 
@@ -197,7 +199,7 @@ class TreeBuilderBase:
         return self
 
     def _graph(self):
-        if self._cg is None or self._cg.version != _graph.cg_version():
+        if self._cg is None or self._cg.version != _cg_version():
             self.new_graph(True)
         return self._cg
 
@@ -322,7 +324,7 @@ class TreeBuilderBase:
 
     def get_parameter_expressions(self):
         """The parameters' expressions in the current graph (same layout as get_parameters)."""
-        if self._cg is None or self._cg.version != _graph.cg_version():
+        if self._cg is None or self._cg.version != _cg_version():
             raise ValueError(
                 "get_parameter_expressions: use the builder (or call new_graph()) in this graph first"
             )
