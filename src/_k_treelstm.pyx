@@ -150,6 +150,17 @@ cdef void _acc(real* y, const real* x, long m) noexcept nogil:
         y[i] += x[i]
 
 
+cdef void _colsum_acc(real* y, const real* D, Py_ssize_t R, int B) noexcept nogil:
+    """y += the sum of the B columns of D (R x B)."""
+    cdef int b
+    cdef Py_ssize_t k
+    cdef const real* d
+    for b in range(B):
+        d = D + b * R
+        for k in range(R):
+            y[k] += d[k]
+
+
 cdef inline Node* _child(Graph* g, Lay* L, int j) noexcept:
     return arg(g, L.n, L.c0 + j)
 
@@ -439,9 +450,11 @@ cdef void bwd_tree(Graph* g, Node* n, int i) noexcept:
         if L.U.op != OP_W:
             _piece_direct(g, &L, 0, 0)
             _piece_direct(g, &L, 0, 1)
-    elif i == 1:                    # b
-        for b in range(L.B):
-            _blas.axpy(g.dtype, R, 1.0, L.D + <size_t>b * R * isz, L.b.g)
+    elif i == 1:                    # b: the columns of D summed (one loop, not a BLAS call per column)
+        if g.dtype == 0:
+            _colsum_acc(<float*>L.b.g, <float*>L.D, R, L.B)
+        else:
+            _colsum_acc(<double*>L.b.g, <double*>L.D, R, L.B)
     elif L.hx and i == 2:           # Wx
         if L.Wx.op != OP_W:
             _piece_direct(g, &L, 1, 0)
