@@ -222,6 +222,7 @@ cdef void _cell_fwd(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T) noexc
     cdef int b, j, p = L.p
     cdef Py_ssize_t k, H = L.H, R = L.R
     cdef real fb = <real>L.n.fa[0]
+    cdef real* bias = <real*>L.b.v
     cdef real* a
     cdef real* y
     cdef real* t
@@ -233,11 +234,14 @@ cdef void _cell_fwd(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T) noexc
         if L.mode == RNN:
             _tanh(a, a, H)
             continue
+        if L.mode == NARY:         # (fwd_tree left the bias out of A)
+            for k in range(3 * H):
+                a[k] += bias[k]
+            for k in range(3 * H, R):
+                a[k] += bias[k] + fb
         _sigm(a, 2 * H)
         _tanh(a + 2 * H, a + 2 * H, H)
         if L.mode == NARY:
-            for k in range(3 * H, R):
-                a[k] += fb
             _sigm(a + 3 * H, R - 3 * H)
         y = Y + <size_t>b * 2 * H
         for k in range(H):
@@ -319,6 +323,7 @@ cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* G
 cdef void fwd_tree(Graph* g, Node* n) noexcept:
     cdef Lay L
     cdef int b, H, R, isz
+    cdef double beta
     cdef char* A
     _layout(g, n, &L)
     H = L.H
@@ -340,16 +345,21 @@ cdef void fwd_tree(Graph* g, Node* n) noexcept:
                 _gather(g, &L, <double*>L.CC, L.K, True, 1)
             if L.mode == CSUM:
                 _gather_each(g, &L, <double*>L.HM)
-    for b in range(L.B):
-        memcpy(A + <size_t>b * R * isz, L.b.v, <size_t>R * isz)
+    # the N-ary cell's first product writes every row of A (beta 0) and _cell_fwd adds the bias in
+    # the pass it makes anyway; the others start from the bias
+    beta = 0.0 if L.mode == NARY else 1.0
+    if beta != 0:
+        for b in range(L.B):
+            memcpy(A + <size_t>b * R * isz, L.b.v, <size_t>R * isz)
     if L.hx:
-        _gm(g, b'N', R, L.B, L.I, L.Wx.v, L.Rt, L.X, L.I, 1.0, A, R)
+        _gm(g, b'N', R, L.B, L.I, L.Wx.v, L.Rt, L.X, L.I, beta, A, R)
+        beta = 1.0
     if L.p:
         if L.mode == CSUM:     # i, o, u see the sum of the children's h; each f_j its own h_j
             _gm(g, b'N', 3 * H, L.B, H, L.U.v, L.Rt, L.HC, H, 1.0, A, R)
             _gm(g, b'N', H, L.p * L.B, H, <char*>L.U.v + <size_t>3 * H * isz, L.Rt, L.HM, H, 0.0, L.F, H)
         else:
-            _gm(g, b'N', R, L.B, L.K, L.U.v, L.Rt, L.HC, L.K, 1.0, A, R)
+            _gm(g, b'N', R, L.B, L.K, L.U.v, L.Rt, L.HC, L.K, beta, A, R)
         if L.huc:              # DyNet's cell terms feed i, o and the f_m, not u
             _gm(g, b'N', 2 * H, L.B, L.K, L.Uc.v, L.Uc.dim.d[0], L.CC, L.K, 1.0, A, R)
             _gm(g, b'N', R - 3 * H, L.B, L.K, <char*>L.Uc.v + <size_t>2 * H * isz, L.Uc.dim.d[0], L.CC, L.K,
