@@ -118,20 +118,6 @@ cdef long st_inplace = 0, st_permember = 0, st_gathered = 0, st_gbytes = 0
 cdef double st_sched = 0, st_fwd = 0, st_bwd = 0, st_bwd_sched = 0
 
 
-cdef extern from "_smallblas.h" nogil:
-    void dyn_vadd_f32(long n, const float* x, float* y)
-    void dyn_vadd_f64(long n, const double* x, double* y)
-
-
-cdef inline void _add(int dtype, long n, char* x, char* y) noexcept nogil:
-    """y += x (the scatter-add of gathered gradients: short vectors, no BLAS
-    call; compiled per instruction set in src/_smallblas.h)."""
-    if dtype == 0:
-        dyn_vadd_f32(n, <float*>x, <float*>y)
-    else:
-        dyn_vadd_f64(n, <double*>x, <double*>y)
-
-
 cdef inline double _now() noexcept nogil:
     cdef timespec t
     clock_gettime(CLOCK_MONOTONIC, &t)
@@ -904,7 +890,7 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
                 off = BI[base + 1 + m + j]
                 L = BI[base + 1 + 2 * m + j]
                 if BI[B.mem + j] >= 0 and u <= nid and g.nodes[u].g != NULL:
-                    _add(g.dtype, L, tp[k] + <size_t>o * isz, <char*>g.nodes[u].g + <size_t>off * isz)
+                    _blas.vadd(g.dtype, L, tp[k] + <size_t>o * isz, <char*>g.nodes[u].g + <size_t>off * isz)
                 o += L
     finally:
         if tp != temps:

@@ -18,6 +18,8 @@ cdef extern from "_smallblas.h" nogil:
     void dyn_gemv_t_f64(int m, int n, double alpha, const double* A, int lda, const double* x, double beta,
                         double* y)
     void dyn_ger_f64(int m, int n, double alpha, const double* x, const double* y, double* A, int lda)
+    void dyn_vadd_f32(long n, const float* x, float* y)
+    void dyn_vadd_f64(long n, const double* x, double* y)
 
 cdef enum:
     SMALL = 64 * 64   # elements of a matrix below which our loops win
@@ -78,6 +80,14 @@ cdef void axpy(int dtype, int n, double alpha, void* x, void* y) noexcept nogil:
         saxpy(&n, &fa, <float*>x, &one, <float*>y, &one)
     else:
         daxpy(&n, &alpha, <double*>x, &one, <double*>y, &one)
+
+
+cdef void vadd(int dtype, long n, void* x, void* y) noexcept nogil:
+    """y += x for short vectors (a batch element's slice): a compiled loop, no BLAS call."""
+    if dtype == 0:
+        dyn_vadd_f32(n, <float*>x, <float*>y)
+    else:
+        dyn_vadd_f64(n, <double*>x, <double*>y)
 
 
 cdef void scal(int dtype, int n, double alpha, void* x) noexcept nogil:

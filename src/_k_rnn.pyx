@@ -17,7 +17,7 @@ from libc.math cimport exp, tanh
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, F_FIXED
-from dyn._core._graph cimport set_autobatch, AB_ON, AB_ALIAS, ABA_NO, ABA_CAT, ABA_SHARE, F_AB, F_PTRS, elem_v, elem_g
+from dyn._core._graph cimport set_autobatch, AB_ON, AB_ALIAS, ABA_NO, ABA_CAT, ABA_SHARE, F_AB, elem_v, elem_g
 from dyn._core._expr cimport noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
@@ -28,8 +28,6 @@ cdef extern from "_fastmath.h" nogil:
     void dyn_logistic_f32(float* y, const float* x, long n)
 
 cdef extern from "_smallblas.h" nogil:
-    void dyn_vadd_f32(long n, const float* x, float* y)
-    void dyn_vadd_f64(long n, const double* x, double* y)
     void dyn_gemv_n_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
     void dyn_gemv_t_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
     void dyn_ger_f32(int m, int n, float alpha, const float* x, const float* y, float* A, int lda)
@@ -49,14 +47,6 @@ cdef void _gemv(Graph* g, char ta, int m, int n, void* A, void* x, double beta, 
             dyn_gemv_t_f32(m, n, 1.0, <float*>A, m, <float*>x, beta, <float*>y)
     else:
         _blas.gemv(g.dtype, ta, m, n, 1.0, A, m, x, beta, y)
-
-
-cdef inline void _vadd(Graph* g, long n, char* x, char* y) noexcept nogil:
-    """y += x (short vectors: no BLAS call)."""
-    if g.dtype == 0:
-        dyn_vadd_f32(n, <float*>x, <float*>y)
-    else:
-        dyn_vadd_f64(n, <double*>x, <double*>y)
 
 
 cdef void _ger(Graph* g, int m, int n, void* x, void* y, void* A) noexcept:
@@ -293,17 +283,6 @@ cdef void _dgates(real* D, real* DC, real* gy, real* G, real* TC, real* prev, in
                 d[H + j] = dc[j] * pc[j] * a[H + j] * (one - a[H + j])
 
 
-cdef void _bwd_p(real* gp, int bp, long stride, real* D, int H4, int B) noexcept nogil:
-    cdef Py_ssize_t b, j
-    cdef real* q
-    cdef real* d
-    for b in range(B):
-        q = gp + (b * stride if bp > 1 else 0)
-        d = D + b * H4
-        for j in range(H4):
-            q[j] += d[j]
-
-
 cdef void _bwd_prev(real* gprev, int bprev, real* TMP, real* mh, int bmh, real* DC, real* G, int H,
                     int B) noexcept nogil:
     """d prev = [(Wh^T d) * mask_h; dc * f] (TMP holds Wh^T d)."""
@@ -384,14 +363,10 @@ cdef void bwd_step(Graph* g, Node* n, int i) noexcept:
         which = 3
     else:
         which = 4
-    if which == 0 and a.flags & F_PTRS:     # an automatic batch's members' columns
+    if which == 0:             # column col of each batch element of P (as fwd_step reads it)
         for b in range(L.B):
-            _vadd(g, H4, L.D + <size_t>b * H4 * L.isz, elem_g(a, b, 0, L.isz))
-    elif which == 0:
-        if g.dtype == 0:
-            _bwd_p(<float*>a.g + <long>L.col * H4, a.dim.bd, <long>H4 * L.T, <float*>L.D, H4, L.B)
-        else:
-            _bwd_p(<double*>a.g + <long>L.col * H4, a.dim.bd, <long>H4 * L.T, <double*>L.D, H4, L.B)
+            _blas.vadd(g.dtype, H4, L.D + <size_t>b * H4 * L.isz,
+                       elem_g(a, b, <long>H4 * L.T, L.isz) + <size_t>L.col * H4 * L.isz)
     elif which == 2:           # dWh += d h_{t-1}^T, summed over the batch
         if a.op == OP_WEIGHT:
             pass               # lstm_step_weight does it for every step in one product
@@ -582,7 +557,7 @@ cdef void bwd_part(Graph* g, Node* n, int i) noexcept:
     cdef int b, H = n.dim.d[0], isz = g.itemsize
     cdef Node* s = arg(g, n, 0)
     for b in range(n.dim.bd):
-        _vadd(g, H, <char*>n.g + <size_t>b * H * isz, elem_g(s, b, 2 * H, isz) + <size_t>n.ia[0] * isz)
+        _blas.vadd(g.dtype, H, <char*>n.g + <size_t>b * H * isz, elem_g(s, b, 2 * H, isz) + <size_t>n.ia[0] * isz)
 
 
 cdef int OP_PART = register_op("lstm_step_part", _shape_part, fwd_part, bwd_part)

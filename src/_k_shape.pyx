@@ -12,7 +12,7 @@ inner x K x outer, K = number of indices (1 for per-batch-element picks).
 from libc.math cimport pow as cpow, log
 from libc.string cimport memcpy
 from operator import index as _index
-from dyn._core._graph cimport set_autobatch, AB_ON, AB_PTR_ALL, F_PTRS
+from dyn._core._graph cimport set_autobatch, AB_ON, AB_PTR_ALL, elem_v, elem_g
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_str, arg, idx, set_indices,
     finish_node, dim_eq_nobatch, MAXD)
@@ -309,9 +309,10 @@ cdef int _shape_cat(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void _cat(real* y, real* x, void** xp, Node* n, Node* a, long off, bint back) noexcept nogil:
-    """Argument a's block sits at offset `off` of dim k in the output (xp: a's batch elements
-    given one by one, by an automatic batch)."""
+cdef void _cat(real* y, Node* a, Node* n, long off, bint back) noexcept nogil:
+    """Argument a's block sits at offset `off` of dim k in the output; y is the output's value
+    (forward) or gradient (back), and a's value or gradient is read by element (elem_v/elem_g:
+    an automatic batch may pass it per member)."""
     cdef int k = n.ia[0]
     cdef long inner = _prod(&n.dim, 0, k), La = _ext(&a.dim, k), L = n.dim.d[k]
     cdef long outer = _prod(&n.dim, k + 1, 7), s = inner * La * outer, t = inner * L * outer
@@ -319,7 +320,7 @@ cdef void _cat(real* y, real* x, void** xp, Node* n, Node* a, long off, bint bac
     cdef real* xb
     cdef real* yb
     for b in range(n.dim.bd):
-        xb = <real*>xp[b] if xp != NULL else x + (b * s if a.dim.bd > 1 else 0)
+        xb = <real*>(elem_g(a, b, s, sizeof(real)) if back else elem_v(a, b, s, sizeof(real)))
         yb = y + b * t
         for o in range(outer):
             if back:
@@ -332,14 +333,12 @@ cdef void fwd_cat(Graph* g, Node* n) noexcept:
     cdef long off = 0
     cdef int i
     cdef Node* a
-    cdef void** xp
     for i in range(n.nargs):
         a = arg(g, n, i)
-        xp = <void**>a.v if a.flags & F_PTRS else NULL
         if g.dtype == 0:
-            _cat(<float*>n.v, <float*>a.v, xp, n, a, off, False)
+            _cat(<float*>n.v, a, n, off, False)
         else:
-            _cat(<double*>n.v, <double*>a.v, xp, n, a, off, False)
+            _cat(<double*>n.v, a, n, off, False)
         off += _ext(&a.dim, n.ia[0])
 
 
@@ -347,14 +346,12 @@ cdef void bwd_cat(Graph* g, Node* n, int i) noexcept:
     cdef long off = 0
     cdef int j
     cdef Node* a = arg(g, n, i)
-    cdef void** xp
     for j in range(i):
         off += _ext(&arg(g, n, j).dim, n.ia[0])
-    xp = <void**>a.g if a.flags & F_PTRS else NULL
     if g.dtype == 0:
-        _cat(<float*>n.g, <float*>a.g, xp, n, a, off, True)
+        _cat(<float*>n.g, a, n, off, True)
     else:
-        _cat(<double*>n.g, <double*>a.g, xp, n, a, off, True)
+        _cat(<double*>n.g, a, n, off, True)
 
 
 cdef int OP_CAT = register_op("concatenate", _shape_cat, fwd_cat, bwd_cat)

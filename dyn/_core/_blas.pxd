@@ -6,6 +6,7 @@ cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
                void* x, double beta, void* y) noexcept nogil
 cdef void ger(int dtype, int m, int n, double alpha, void* x, void* y, void* A, int lda) noexcept nogil
 cdef void axpy(int dtype, int n, double alpha, void* x, void* y) noexcept nogil
+cdef void vadd(int dtype, long n, void* x, void* y) noexcept nogil
 cdef void scal(int dtype, int n, double alpha, void* x) noexcept nogil
 cdef double dot(int dtype, int n, void* x, void* y) noexcept nogil
 cdef double nrm2sq(int dtype, int n, void* x) noexcept nogil
