@@ -30,6 +30,7 @@ from dyn._core cimport _blas
 cdef extern from "_fastmath.h" nogil:
     void dyn_tanh_f32(float* y, const float* x, long n)
     void dyn_logistic_f32(float* y, const float* x, long n)
+    void dyn_colsum_acc_f32(float* y, const float* G, long m, long C)
 
 _NAMES = ("nary_tree_lstm", "tree_rnn", "child_sum_tree_lstm")
 
@@ -148,17 +149,6 @@ cdef void _acc(real* y, const real* x, long m) noexcept nogil:
     cdef long i
     for i in range(m):
         y[i] += x[i]
-
-
-cdef void _colsum_acc(real* y, const real* D, Py_ssize_t R, int B) noexcept nogil:
-    """y += the sum of the B columns of D (R x B)."""
-    cdef int b
-    cdef Py_ssize_t k
-    cdef const real* d
-    for b in range(B):
-        d = D + b * R
-        for k in range(R):
-            y[k] += d[k]
 
 
 cdef inline Node* _child(Graph* g, Lay* L, int j) noexcept:
@@ -460,11 +450,12 @@ cdef void bwd_tree(Graph* g, Node* n, int i) noexcept:
         if L.U.op != OP_W:
             _piece_direct(g, &L, 0, 0)
             _piece_direct(g, &L, 0, 1)
-    elif i == 1:                    # b: the columns of D summed (one loop, not a BLAS call per column)
+    elif i == 1:                    # b: the columns of D summed (as affine_transform's bias)
         if g.dtype == 0:
-            _colsum_acc(<float*>L.b.g, <float*>L.D, R, L.B)
+            dyn_colsum_acc_f32(<float*>L.b.g, <float*>L.D, R, L.B)
         else:
-            _colsum_acc(<double*>L.b.g, <double*>L.D, R, L.B)
+            for b in range(L.B):
+                _blas.axpy(g.dtype, R, 1.0, L.D + <size_t>b * R * isz, L.b.g)
     elif L.hx and i == 2:           # Wx
         if L.Wx.op != OP_W:
             _piece_direct(g, &L, 1, 0)
