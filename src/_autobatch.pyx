@@ -509,31 +509,37 @@ cdef inline bint _ptr_ok(ABSpec* S, int k) noexcept:
     return (S.ptrargs & AB_PTR_ALL) != 0 or (k < 31 and (S.ptrargs >> k) & 1)
 
 
-cdef void** _elem_ptrs(Graph* g, int m, int nel, int* ids, Batch* B, int nid) except NULL:
-    """The batch elements (nel per member) of an argument passed per member (ABA_PTR); ids: its
-    argument map's m node ids, m offsets and m lengths (items). B NULL: the values; else the
+cdef inline char* _member_grad(Graph* g, Batch* B, long base, int j, int nid) noexcept:
+    """Where member j of batch B adds its argument's gradient (base: that argument's map in BI):
+    NULL when cg_revert dropped the member, the argument lies beyond nid or takes no gradient."""
+    cdef int u = BI[base + 1 + j]
+    if BI[B.mem + j] < 0 or u > nid or g.nodes[u].g == NULL:
+        return NULL
+    return <char*>g.nodes[u].g + <size_t>BI[base + 1 + B.m + j] * g.itemsize
+
+
+cdef void** _elem_ptrs(Graph* g, long base, int m, int nel, Batch* B, int nid) except NULL:
+    """The batch elements (nel per member) of an argument passed per member (ABA_PTR; base: its
+    argument map in BI: m node ids, m offsets, m lengths in items). B NULL: the values; else the
     gradients of batch B's backward up to node nid, where the kernel adds directly: a member
     whose argument takes no gradient (or that cg_revert dropped) points at a scratch sink."""
-    cdef int j, e, u, isz = g.itemsize
+    cdef int j, e, isz = g.itemsize
+    cdef int* ids = &BI[base + 1]
     cdef long esz = ids[2 * m] // nel
     cdef void** pp = <void**>arena_alloc(&g.fx if B == NULL else &g.dx, <size_t>m * nel * sizeof(void*))
     cdef char* p
     cdef char* sink = NULL
     for j in range(m):
-        u = ids[j]
         if B == NULL:
-            p = <char*>g.nodes[u].v
-        elif BI[B.mem + j] < 0 or u > nid:
-            p = NULL
+            p = <char*>g.nodes[ids[j]].v + <size_t>ids[m + j] * isz
         else:
-            p = <char*>g.nodes[u].g
+            p = _member_grad(g, B, base, j, nid)
         if p == NULL:
             if sink == NULL:
                 sink = <char*>arena_alloc(&g.dx, <size_t>esz * isz)
             for e in range(nel):
                 pp[j * nel + e] = sink
             continue
-        p += <size_t>ids[m + j] * isz
         for e in range(nel):
             pp[j * nel + e] = p + <size_t>e * esz * isz
     return pp
@@ -627,7 +633,7 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
         elif ptrs:                      # the kernel reads each batch element where it lies
             st_permember += 1
             BI[amap + <long>k * stride] = ABA_PTR
-            buf = <char*>_elem_ptrs(g, m, wd0.bd, &BI[amap + <long>k * stride + 1], NULL, 0)
+            buf = <char*>_elem_ptrs(g, amap + <long>k * stride, m, wd0.bd, NULL, 0)
         else:
             st_gathered += 1
             st_gbytes += tot * isz
@@ -835,9 +841,8 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
             if mode == ABA_PTR:         # the members' element gradients, added to in place
                 A.g = NULL
                 for j in range(m):
-                    u = BI[base + 1 + j]
-                    if BI[B.mem + j] >= 0 and u <= nid and g.nodes[u].g != NULL:
-                        A.g = _elem_ptrs(g, m, A.dim.bd // m, &BI[base + 1], B, nid)
+                    if _member_grad(g, B, base, j, nid) != NULL:
+                        A.g = _elem_ptrs(g, base, m, A.dim.bd // m, B, nid)
                         break
                 continue
             need = 0
@@ -886,11 +891,10 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
             base = B.amap + <long>k * stride
             o = 0
             for j in range(m):
-                u = BI[base + 1 + j]
-                off = BI[base + 1 + m + j]
                 L = BI[base + 1 + 2 * m + j]
-                if BI[B.mem + j] >= 0 and u <= nid and g.nodes[u].g != NULL:
-                    _blas.vadd(g.dtype, L, tp[k] + <size_t>o * isz, <char*>g.nodes[u].g + <size_t>off * isz)
+                q = _member_grad(g, B, base, j, nid)
+                if q != NULL:
+                    _blas.vadd(g.dtype, L, tp[k] + <size_t>o * isz, q)
                 o += L
     finally:
         if tp != temps:
