@@ -15,24 +15,29 @@ def _adam_reference(theta, grads, lr=0.01, b1=0.9, b2=0.999, eps=1e-8):
     return theta
 
 
+def _train_against_reference(w0, x, steps, rtol, atol):
+    """Adam (lr 0.01, no clipping) on |W x|^2 from W = w0; after every step W equals the numpy
+    reference. Returns the model and W."""
+    m = dy.ParameterCollection()
+    W = m.add_parameters(w0.shape, init=w0)
+    t = dy.AdamTrainer(m, alpha=0.01)
+    t.set_clip_threshold(-1)
+    theta, grads = w0.copy(), []
+    for _ in range(steps):
+        dy.renew_cg()
+        dy.squared_norm(W * dy.inputVector(x)).backward()
+        grads.append(2 * np.outer(theta @ x, x))  # d|Wx|^2/dW at the current theta
+        t.update()
+        theta = _adam_reference(w0, grads, lr=0.01)
+        np.testing.assert_allclose(W.as_array(), theta, rtol=rtol, atol=atol)
+    return m, W
+
+
 def test_adam_matches_reference(float64):
     rng = np.random.RandomState(0)
     w0 = rng.randn(3, 4)
     x = rng.randn(4)
-    m = dy.ParameterCollection()
-    W = m.add_parameters((3, 4), init=w0)
-    t = dy.AdamTrainer(m, alpha=0.01)
-    t.set_clip_threshold(-1)
-    theta, grads = w0.copy(), []
-    for _ in range(5):
-        dy.renew_cg()
-        y = W * dy.inputVector(x)
-        loss = dy.squared_norm(y)
-        grads.append(2 * np.outer(theta @ x, x))  # d|Wx|^2/dW at the current theta
-        loss.backward()
-        t.update()
-        theta = _adam_reference(w0, grads, lr=0.01)
-        np.testing.assert_allclose(W.as_array(), theta, rtol=1e-10, atol=1e-12)
+    _train_against_reference(w0, x, 5, rtol=1e-10, atol=1e-12)
 
 
 def test_adam_updates_idle_lookup_rows_exactly(float64):
@@ -73,18 +78,7 @@ def test_adam_float32_matches_reference():
     """float32 steps run a separate vectorised loop (src/_fastopt.h)."""
     rng = np.random.RandomState(2)
     w0, x = rng.randn(40, 30).astype(np.float32).astype(np.float64), rng.randn(30)
-    m = dy.ParameterCollection()
-    W = m.add_parameters((40, 30), init=w0)
-    t = dy.AdamTrainer(m, alpha=0.01)
-    t.set_clip_threshold(-1)
-    theta, grads = w0.copy(), []
-    for _ in range(20):
-        dy.renew_cg()
-        dy.squared_norm(W * dy.inputVector(x)).backward()
-        grads.append(2 * np.outer(theta @ x, x))
-        t.update()
-        theta = _adam_reference(w0, grads, lr=0.01)
-        np.testing.assert_allclose(W.as_array(), theta, rtol=2e-4, atol=2e-5)
+    _, W = _train_against_reference(w0, x, 20, rtol=2e-4, atol=2e-5)
     assert not W.grad_as_array().any()
 
 
