@@ -596,6 +596,10 @@ cdef inline int _check_child(object e, int j, str name) except -1:
 
 def tree_node(int mode, x, Wx, U, b, children, Uc=None, double forget_bias=1.0):
     """One fused tree node (see the module docstring); mode 0 N-ary LSTM, 1 RNN, 2 child-sum."""
+    return _tree_node(mode, x, Wx, U, b, children, Uc, forget_bias)
+
+
+cdef Expression _tree_node(int mode, x, Wx, U, b, children, Uc, double forget_bias):
     cdef str name = _NAMES[mode]
     if isinstance(children, Expression):
         children = [children]
@@ -618,7 +622,7 @@ def tree_node(int mode, x, Wx, U, b, children, Uc=None, double forget_bias=1.0):
         _check_child(c, j, name)
         j += 1
     args.extend(children)
-    cdef int nid = noden((OP_NARY, OP_RNN, OP_CSUM)[mode], args, name)
+    cdef int nid = noden(OP_NARY if mode == NARY else (OP_RNN if mode == RNN else OP_CSUM), args, name)
     cdef Node* n = &cg().nodes[nid]
     n.ia[0] = mode
     n.ia[1] = x is not None
@@ -660,10 +664,99 @@ cdef int OP_PART = register_op("tree_state_part", _shape_part, fwd_part, bwd_par
 
 def state_part(x, int part):
     """h (part 0) or c (part 1) of a stacked state [h; c] (a pick_range without an index list)."""
+    return _state_part(x, part)
+
+
+cdef Expression _state_part(x, int part):
     _check_expr(x, "x", "tree_state_part")
     cdef int nid = node1(OP_PART, x)
     cg().nodes[nid].ia[0] = part
     return finish(nid)
+
+# ---------------------------------------------------------------- TreeState and the builders' common node
+# dyn/builders/tree.py builds one TreeState per tree node; in the common case (one fused layer, no
+# dropout) compose_fused checks the children and makes the node and its state here, without the
+# Python method calls of the general path.
+
+
+cdef class TreeState:
+    """A tree node's state: what a builder's ``add_input``/``compose`` return.
+
+    Attributes are read through methods, as RNNState's: ``output()`` (the top
+    layer's h), ``h()`` (per-layer h), ``s()`` (LSTMs: ``(c_1..c_L, h_1..h_L)``),
+    ``children()`` and ``b()`` (the builder).
+    """
+
+    cdef readonly object _builder
+    cdef readonly tuple _s           # per layer: the fused node's state ([h; c] or h)
+    cdef readonly tuple _children
+    cdef readonly long _ver          # graph version
+    cdef list _h                     # per layer h, made on first use (most states are never asked)
+    cdef tuple _c
+
+    def __init__(self, builder, states, children, long version):
+        self._builder, self._s, self._children, self._ver = builder, tuple(states), tuple(children), version
+
+    cdef Expression _h_of(self, int layer):
+        if self._h is None:
+            self._h = [None] * len(self._s)
+        h = self._h[layer]
+        if h is None:
+            s = self._s[layer]
+            h = self._h[layer] = _state_part(s, 0) if self._builder._has_cell else s
+        return h
+
+    def output(self):
+        """The top layer's h."""
+        return self._h_of(len(self._s) - 1)
+
+    def h(self):
+        """Per-layer h (a tuple)."""
+        return tuple([self._h_of(layer) for layer in range(len(self._s))])
+
+    def s(self):
+        """The full state: LSTMs ``(c_1..c_L, h_1..h_L)``, otherwise as h()."""
+        if not self._builder._has_cell:
+            return self.h()
+        if self._c is None:
+            self._c = tuple([_state_part(s, 1) for s in self._s])
+        return self._c + self.h()
+
+    def packed(self):
+        """Per-layer state vectors as the fused nodes hold them (LSTMs: [h; c])."""
+        return self._s
+
+    def children(self):
+        return self._children
+
+    def b(self):
+        return self._builder
+
+
+def compose_fused(builder, long version, children, x, int mode, tuple weights, double forget_bias):
+    """TreeBuilderBase.compose for a one-layer fused builder without dropout: the TreeState of a
+    node over the child states ``children`` and input x (or None). weights: (Wx, U, b, Uc or None),
+    this graph's expressions. The checks and messages are compose's."""
+    cdef tuple kids = tuple(children)
+    cdef list states = []
+    cdef TreeState c, out
+    for o in kids:
+        if type(o) is not TreeState or (<TreeState>o)._builder is not builder:
+            raise TypeError("%s.compose: children must be TreeStates of this builder, got %r"
+                            % (type(builder).__name__, o))
+        c = <TreeState>o
+        if c._ver != version:
+            raise ValueError("%s.compose: a child belongs to an earlier computation graph" % type(builder).__name__)
+        states.append(c._s[0])
+    if x is not None and not isinstance(x, Expression):
+        raise TypeError("%s: x must be an Expression, got %s" % (type(builder).__name__, type(x).__name__))
+    if x is None and not kids:
+        raise ValueError("%s: a node needs an input x or at least one child" % type(builder).__name__)
+    out = TreeState.__new__(TreeState)
+    out._s = (_tree_node(mode, x, weights[0], weights[1], weights[2], states, weights[3], forget_bias),)
+    out._builder, out._children, out._ver = builder, kids, version
+    return out
+
 
 # ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
 # Tree nodes with the same number of children (of different trees, or of one)

@@ -112,54 +112,9 @@ def glorot_blocks(rows, cols, row_block, col_block):
     return out
 
 
-class TreeState:
-    """A tree node's state: what a builder's ``add_input``/``compose`` return.
-
-    Attributes are read through methods, as RNNState's: ``output()`` (the top
-    layer's h), ``h()`` (per-layer h), ``s()`` (LSTMs: ``(c_1..c_L, h_1..h_L)``),
-    ``children()`` and ``b()`` (the builder).
-    """
-
-    __slots__ = ("_builder", "_ver", "_s", "_children", "_h", "_c")
-
-    def __init__(self, builder, states, children, version):
-        # (_h and _c are set on first use: one is made per tree node, most are never asked)
-        self._builder, self._s, self._children, self._ver = builder, states, children, version
-
-    def _h_of(self, layer):
-        h = getattr(self, "_h", None)
-        if h is None:
-            h = self._h = [None] * len(self._s)
-        if h[layer] is None:
-            s = self._s[layer]
-            h[layer] = _k.state_part(s, 0) if self._builder._has_cell else s
-        return h[layer]
-
-    def output(self):
-        """The top layer's h."""
-        return self._h_of(len(self._s) - 1)
-
-    def h(self):
-        """Per-layer h (a tuple)."""
-        return tuple(self._h_of(layer) for layer in range(len(self._s)))
-
-    def s(self):
-        """The full state: LSTMs ``(c_1..c_L, h_1..h_L)``, otherwise as h()."""
-        if not self._builder._has_cell:
-            return self.h()
-        if getattr(self, "_c", None) is None:
-            self._c = tuple(_k.state_part(s, 1) for s in self._s)
-        return self._c + self.h()
-
-    def packed(self):
-        """Per-layer state vectors as the fused nodes hold them (LSTMs: [h; c])."""
-        return tuple(self._s)
-
-    def children(self):
-        return self._children
-
-    def b(self):
-        return self._builder
+# A tree node's state (output(), h(), s(), packed(), children(), b()): a Cython class, made once
+# per tree node (src/_k_treelstm.pyx).
+TreeState = _k.TreeState
 
 
 class _PerGraph:
@@ -179,6 +134,7 @@ class TreeBuilderBase:
 
     _collection = "tree-builder"
     _has_cell = False
+    _one_fused_node = False  # compose's fast path (_k.compose_fused) applies
     _dropout_layers = 1
 
     def _setup(self, model):
@@ -245,6 +201,10 @@ class TreeBuilderBase:
         """The TreeState of a node with the given child states (in order) and
         an optional input x (an Expression, batched or not)."""
         g = self._graph()
+        if self._one_fused_node and not (self.rates["x"] or self.rates["h"]):  # the common case
+            return _k.compose_fused(
+                self, g.version, children, x, self._mode, g.fused or self._fused(g), self.forget_bias
+            )
         children = tuple(children)
         for c in children:
             if c.__class__ is not TreeState or c._builder is not self:
@@ -372,17 +332,13 @@ class _LSTMTreeBase(TreeBuilderBase):
     def _dropout_layers(self):
         return self.layers
 
+    def _fused(self, g):
+        """compose's one-layer fused case: this graph's (Wx, U, b, Uc or None)."""
+        e = g.exprs[0]
+        g.fused = (e["Wx"], e["U"], e["b"], e.get("Uc"))
+        return g.fused
+
     def _node(self, children, x, g):
-        rates = self.rates
-        if self._one_fused_node and not (rates["x"] or rates["h"]):  # the common case, kept short
-            f = g.fused
-            if f is None:
-                e = g.exprs[0]
-                f = g.fused = (e["Wx"], e["U"], e["b"], e.get("Uc"))
-            s = _k.tree_node(
-                self._mode, x, f[0], f[1], f[2], [c._s[0] for c in children], f[3], self.forget_bias
-            )
-            return TreeState(self, (s,), children, g.version)
         masks = self._masks(g, x, children)
         states, inp = [], x
         for layer in range(self.layers):

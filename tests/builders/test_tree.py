@@ -242,12 +242,18 @@ def test_parameters_and_expressions():
     assert len(dy.BidirectionalTreeLSTMBuilder(1, 4, 4, m).get_parameters()) == 2
 
 
-def test_errors():
+@pytest.mark.parametrize("dropout", [0.0, 0.2], ids=["fused-path", "general-path"])
+def test_errors(dropout):
+    # without dropout a one-layer builder composes through _k.compose_fused, with it through
+    # TreeBuilderBase's Python path: the same checks and messages
     m, E = _model()
     b = dy.NaryTreeLSTMBuilder(2, 1, D, 3, m)
+    b.set_dropout(dropout)
     other = dy.ChildSumTreeLSTMBuilder(1, D, 3, m)
     with pytest.raises(TypeError, match="TreeStates of this builder"):
         b.compose([other.add_input(E[1])])
+    with pytest.raises(TypeError, match="TreeStates of this builder"):
+        b.compose([E[1]])
     with pytest.raises(ValueError, match="needs an input x or at least one child"):
         b.compose([])
     with pytest.raises(TypeError, match="x must be an Expression"):
