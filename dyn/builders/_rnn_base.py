@@ -11,6 +11,7 @@ from __future__ import annotations
 import dyn as dy
 from dyn import graph as _graph
 from dyn._core import _k_rnn
+from dyn._core._graph import version as _cg_version
 
 # ---------------------------------------------------------------- helpers
 
@@ -124,7 +125,7 @@ class RNNState:
 
     def add_input(self, x):
         """The state after one more input x (an Expression, batched or not)."""
-        return self._builder._advance(self, [x], True)[0]
+        return self._builder._advance1(self, x)
 
     def add_inputs(self, xs):
         """The list of successive states after each input of xs."""
@@ -422,6 +423,25 @@ class RNNBuilderBase:
             cur = RNNState(self, [per_layer[layer][t] for layer in range(self.layers)], cur, outs[t], cg[0])
             result.append(cur)
         return result
+
+    def _advance1(self, state, x):
+        """add_input: _advance for one input, without the per-sequence lists (a decoder's step)."""
+        cg = self._cg
+        if cg is None or state._ver != cg[0] or cg[0] != _cg_version():
+            self._graph_state(state)  # raises
+        if state._builder is not self:
+            raise ValueError("the state belongs to another builder")
+        masks = cg[5] if cg[5] is not None else self._masks(batch_of(x))
+        prev, layers, inp = state._layers, [], x
+        for layer in range(self.layers):
+            ls = self._step1(layer, inp, prev[layer] if prev else None, masks[layer])
+            layers.append(ls)
+            inp = ls.h
+        return RNNState(self, layers, state, self._outputs([[ls] for ls in layers], 1)[0], cg[0])
+
+    def _step1(self, layer, x, prev, m):
+        """One layer's LayerState after one input (builders may specialise it)."""
+        return self._run_layer(layer, [x], prev, m)[0]
 
     def _outputs(self, per_layer, T):
         if self.sum_outputs and self.layers > 1:

@@ -136,6 +136,21 @@ class VanillaLSTMBuilder(RNNBuilderBase):
             out.append(LayerState(_k_rnn.lstm_step_part(s, 0, "lstm_step_h"), None, s, H))
         return out
 
+    def _step1(self, layer, x, prev, m):
+        # add_input's step: the fused nodes of _run_layer for one input, without its sequence lists
+        if self.layer_norm or self.zoneout[0] > 0 or self.zoneout[1] > 0:
+            return super()._step1(layer, x, prev, m)
+        Wx, Wh, b = self._weights(layer)
+        if m["x"] is not None:
+            x = dy.cmult(x, m["x"])
+        P = dy.affine_transform([b, Wx, x])
+        if prev is None:
+            s = _k_rnn.lstm_step(P, None, None, None, m["g"], 0, self.forget_bias, "lstm_step")
+        else:
+            Wh = self._step_weight(layer, m["W"]["Wh"] if m["W"] else Wh, m)
+            s = _k_rnn.lstm_step(P, prev.get_packed(), Wh, m["h"], m["g"], 0, self.forget_bias, "lstm_step")
+        return LayerState(_k_rnn.lstm_step_part(s, 0, "lstm_step_h"), None, s, self.hidden_dim)
+
     def _fb_vector(self, layer):
         d = self._derived(layer)
         if "fb" not in d:
@@ -198,6 +213,11 @@ class CompactVanillaLSTMBuilder(VanillaLSTMBuilder):
         if std < 0:
             raise ValueError("set_weightnoise: std must be >= 0, got %r" % std)
         self.weightnoise = std
+
+    def _step1(self, layer, x, prev, m):
+        if self.weightnoise <= 0:
+            return super()._step1(layer, x, prev, m)
+        return self._run_layer(layer, [x], prev, m)[0]
 
     def _run_layer(self, layer, xs, prev, m):
         if self.weightnoise <= 0:
