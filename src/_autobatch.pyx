@@ -19,8 +19,9 @@ Forward, over the nodes not yet computed up to the requested one:
 2. Agenda (DyNet's strategy 1). A node is ready when its arguments are
    computed. Ready nodes that cannot batch run first, one at a time; otherwise
    the signature with ready members and the lowest average depth runs, all its
-   ready members as one batch (ascending node ids). A batch of one is a plain
-   single node.
+   ready members as one batch (ascending node ids, grouped by the signature of
+   each member's first consumer when those differ: _order). A batch of one is
+   a plain single node.
 3. A batch: the members' outputs are allocated as one contiguous block (each
    member's value is its slice, so later readers see ordinary nodes); each
    concatenated argument is used in place when the members' arguments already
@@ -97,6 +98,8 @@ cdef int* MEMB = NULL
 cdef int* NARG = NULL       # each node's argument count and ipool offset, read once from the nodes
 cdef int* AOFF = NULL
 cdef long cap_n = 0, cap_e = 0
+cdef long* OKEY = NULL        # member sort keys (_order)
+cdef long cap_k = 0
 
 # signature table (rebuilt per forward call)
 cdef long* KEYS = NULL
@@ -356,6 +359,44 @@ cdef int _cmp_int(const void* a, const void* b) noexcept nogil:
     return (x > y) - (x < y)
 
 
+cdef int _cmp_long(const void* a, const void* b) noexcept nogil:
+    cdef long x = (<long*>a)[0], y = (<long*>b)[0]
+    return (x > y) - (x < y)
+
+
+cdef inline long _consumer_sig(int i) noexcept:
+    """1 + the signature of node i's first consumer in this forward call (0: none)."""
+    return 1 + SIG[SLIST[SSTART[i]]] if SSTART[i] < SSTART[i + 1] else 0
+
+
+cdef int _order(int* mem, int m, int c0) except -1:
+    """A batch's member order: ascending ids, grouped by the signature of each member's first
+    consumer when those differ. The members' outputs lie in this order, so a later batch of
+    those consumers finds its arguments adjacent (e.g. the forward and backward LSTMs' stacked
+    inputs of a tagger, made by one batch of concatenations, are read in place by each
+    direction's input projection instead of gathered)."""
+    global OKEY, cap_k
+    cdef int j
+    cdef long s0 = _consumer_sig(mem[0] - c0)
+    cdef bint mixed = False, ascending = True
+    for j in range(1, m):
+        if mem[j] < mem[j - 1]:
+            ascending = False
+        if _consumer_sig(mem[j] - c0) != s0:
+            mixed = True
+    if not mixed:
+        if not ascending:
+            qsort(mem, m, sizeof(int), _cmp_int)
+        return 0
+    _grow(<void**>&OKEY, &cap_k, m, sizeof(long))
+    for j in range(m):
+        OKEY[j] = (_consumer_sig(mem[j] - c0) << 32) | mem[j]
+    qsort(OKEY, m, sizeof(long), _cmp_long)
+    for j in range(m):
+        mem[j] = <int>(OKEY[j] & 0xffffffff)
+    return 0
+
+
 cdef int _ab_forward(int nid) except -1:
     global st_calls, st_nodes, st_batches, st_batched, st_singles, st_sched, st_fwd
     cdef Graph* g = cg()
@@ -446,10 +487,7 @@ cdef int _ab_forward(int nid) except -1:
             _log(MEMB[0])
             st_singles += 1
         else:
-            for j in range(1, m):
-                if MEMB[j] < MEMB[j - 1]:
-                    qsort(MEMB, m, sizeof(int), _cmp_int)
-                    break
+            _order(MEMB, m, c0)
             tk += _run_batch(g, MEMB, m)
             st_batches += 1
             st_batched += m
@@ -546,7 +584,7 @@ cdef void** _elem_ptrs(Graph* g, long base, int m, int nel, Batch* B, int nid) e
 
 
 cdef double _run_batch(Graph* g, int* mem, int m) except -1:
-    """Run nodes mem[0..m) (same signature, ascending ids) as one node; returns kernel seconds."""
+    """Run nodes mem[0..m) (same signature, in _order's order) as one node; returns kernel seconds."""
     global nbt, st_inplace, st_permember, st_gathered, st_gbytes
     cdef Node* n0 = &g.nodes[mem[0]]
     cdef Node* n

@@ -301,3 +301,36 @@ def test_scattered_arguments_are_read_per_member():
     assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
     for x, y in zip(res[0][1], res[1][1]):
         np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
+
+
+def test_members_are_grouped_by_their_consumers():
+    """One batch makes values that two different batches read (per example: x1 feeds an affine
+    transform, x2 a product with another matrix; created interleaved). The first batch lays its
+    members out grouped by their consumers' signature, so both consumer batches read their
+    arguments in place: nothing is gathered (in id order both would gather), and values and
+    gradients are those of the unbatched graph."""
+    model = Model()
+    n = 5
+    res = []
+    for ab in (False, True):
+        model.zero_grads()
+        dy.renew_cg(autobatching=ab)
+        autobatch_stats(reset=True)
+        Wt = dy.transpose(dy.parameter(model.W))
+        losses = []
+        for k in range(n):
+            x1 = dy.tanh(model.E[k])  # the x1s and x2s of every example: one tanh batch
+            x2 = dy.tanh(model.E[k + n])
+            y1 = dy.affine_transform([model.b, model.W, x1])
+            y2 = Wt * x2
+            losses += [dy.sum_elems(y1), dy.pickneglogsoftmax(y2, k % D)]
+        loss = dy.esum(losses)
+        v = loss.value()
+        loss.backward()
+        res.append((v, model.grads(), autobatch_stats(), _autobatch.batches() if ab else None))
+    s, batches = res[1][2], res[1][3]
+    assert any(len(b) == 2 * n for b in batches), batches  # the x1s and x2s ran as one batch
+    assert s["args_gathered"] == 0 and s["gathered_bytes"] == 0, s
+    assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
+    for x, y in zip(res[0][1], res[1][1]):
+        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
