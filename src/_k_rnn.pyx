@@ -17,8 +17,9 @@ from libc.math cimport exp, tanh
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, F_FIXED
+from dyn._core._graph cimport new_node, finish_node
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_ALIAS, ABA_NO, ABA_CAT, ABA_SHARE, F_AB, elem_v, elem_g
-from dyn._core._expr cimport noden, finish, Expression
+from dyn._core._expr cimport noden, finish, wrap, arg_id, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
 from dyn._core._kutil cimport arg_dims, expr_arg, g_node, looks_like_vector, index_arg, number_arg
@@ -475,31 +476,52 @@ def lstm_sequence(P, prev, Wh, mask_h, mask_g, int T, double forget_bias):
     followed by its lstm_step_h node, created here in C. prev None starts
     without a previous state (Wh and mask_h are then used from the second
     step on). Returns (states, hs)."""
-    cdef int t, flags
-    cdef list states = [], hs = [], args
-    cdef Expression s
+    cdef int t, k, flags, nid, s_id = -1, P_id, Wh_id, mh_id = -1, mg_id = -1
+    cdef int ids[5]
+    cdef list states = [], hs = []
+    cdef Node* n
     for e in (P, Wh):
         expr_arg(e, "lstm_step")
     for e in (prev, mask_h, mask_g):
         if e is not None:
             expr_arg(e, "lstm_step")
+    # the arguments' node ids once (what noden would look up at every step)
+    P_id, Wh_id = arg_id(P, OP_STEP), arg_id(Wh, OP_STEP)
+    if prev is not None:
+        s_id = arg_id(prev, OP_STEP)
+    if mask_h is not None:
+        mh_id = arg_id(mask_h, OP_STEP)
+    if mask_g is not None:
+        mg_id = arg_id(mask_g, OP_STEP)
     for t in range(T):
-        args = [P]
+        ids[0] = P_id
+        k = 1
         flags = 0
-        if prev is not None:
+        if s_id >= 0:
             flags = PREV
-            args.append(prev)
-            args.append(Wh)
-            if mask_h is not None:
+            ids[1] = s_id
+            ids[2] = Wh_id
+            k = 3
+            if mh_id >= 0:
                 flags |= MASK_H
-                args.append(mask_h)
-        if mask_g is not None:
+                ids[k] = mh_id
+                k += 1
+        if mg_id >= 0:
             flags |= MASK_G
-            args.append(mask_g)
-        s = _step_node(args, t, flags, forget_bias, "lstm_step")
-        states.append(s)
-        hs.append(_part_node(s, 0))
-        prev = s
+            ids[k] = mg_id
+            k += 1
+        nid = new_node(OP_STEP, k, ids)
+        n = g_node(nid)
+        n.ia[0] = t
+        n.ia[1] = flags
+        n.fa[0] = forget_bias
+        finish_node(nid)
+        states.append(wrap(nid))
+        s_id = nid
+        nid = new_node(OP_PART, 1, &s_id)      # its h (lstm_step_part, which 0)
+        g_node(nid).ia[1] = 0
+        finish_node(nid)
+        hs.append(wrap(nid))
     return states, hs
 
 

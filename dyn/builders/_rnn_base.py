@@ -300,16 +300,13 @@ class RNNBuilderBase:
         self._cg[2] = RNNState(self, layers)
 
     def _graph_state(self, state=None):
-        if (
-            self._cg is None
-            or self._cg[0] != _graph.cg_version()
-            or (state is not None and state._ver != self._cg[0])
-        ):
+        cg = self._cg
+        if cg is None or cg[0] != _cg_version() or (state is not None and state._ver != cg[0]):
             raise ValueError(
                 "%s: the state belongs to an earlier computation graph; call initial_state() "
                 "in this one" % type(self).__name__
             )
-        return self._cg
+        return cg
 
     def _derived(self, layer):
         """Per-graph expressions derived from a layer's parameters (built once)."""
@@ -408,7 +405,7 @@ class RNNBuilderBase:
             raise ValueError("the state belongs to another builder")
         if not xs:
             return []
-        masks = self._masks(batch_of(xs[0]))
+        masks = cg[5] if cg[5] is not None else self._masks(batch_of(xs[0]))
         T, inputs, per_layer = len(xs), xs, []
         for layer in range(self.layers):
             prev = state._layers[layer] if state._layers else None
@@ -426,9 +423,7 @@ class RNNBuilderBase:
 
     def _advance1(self, state, x):
         """add_input: _advance for one input, without the per-sequence lists (a decoder's step)."""
-        cg = self._cg
-        if cg is None or state._ver != cg[0] or cg[0] != _cg_version():
-            self._graph_state(state)  # raises
+        cg = self._graph_state(state)
         if state._builder is not self:
             raise ValueError("the state belongs to another builder")
         masks = cg[5] if cg[5] is not None else self._masks(batch_of(x))
