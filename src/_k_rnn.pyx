@@ -457,20 +457,6 @@ def lstm_step_weight(Wh):
     return finish(noden(OP_WEIGHT, [Wh], "lstm_step_weight"))
 
 
-cdef Expression _step_node(list args, int col, int flags, double fb, str name):
-    cdef int nid = noden(OP_STEP, args, name)
-    g_node(nid).ia[0] = col
-    g_node(nid).ia[1] = flags
-    g_node(nid).fa[0] = fb
-    return finish(nid)
-
-
-cdef Expression _part_node(Expression s, int which):
-    cdef int nid = noden(OP_PART, [s], "lstm_step_c" if which else "lstm_step_h")
-    g_node(nid).ia[1] = which
-    return finish(nid)
-
-
 def lstm_sequence(P, prev, Wh, mask_h, mask_g, int T, double forget_bias):
     """The builders' loop: lstm_step nodes for columns 0..T-1 of P, each
     followed by its lstm_step_h node, created here in C. prev None starts
