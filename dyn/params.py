@@ -265,8 +265,8 @@ class LookupParameters(Parameters):
     def __len__(self):
         return self.nrows
 
-    def __getitem__(self, i):
-        return self._lookup(i, True)
+    # E[i]: straight to the Cython method (no Python frame: one per word in per-token code)
+    __getitem__ = _expr.ParamExpr._row
 
     def batch(self, indices):
         return self._lookup_batch(list(indices), True)

@@ -529,6 +529,13 @@ cdef class ParamExpr(Expression):
 
     def _lookup(self, row, bint update):
         """Row `row` as an expression pointing straight into the table."""
+        return self._lookup_c(row, update)
+
+    def _row(self, row):
+        """LookupParameters.__getitem__ (``E[i]``): row i, updated by trainers."""
+        return self._lookup_c(row, True)
+
+    cdef Expression _lookup_c(self, object row, bint update):
         cdef int r = _check_row(self, row)
         cdef Graph* g = cg()
         if self.pool.dtype != g.dtype:
@@ -550,7 +557,7 @@ cdef class ParamExpr(Expression):
         n.aux = &self.touch
         n.pyref = pyref_add(self)    # the table, for _catch_up_graph
         finish_node(nid)
-        return LookupExpression._make(nid, self, update)
+        return _lookup_expr(nid, self, update)
 
     def _lookup_batch(self, rows, bint update):
         cdef Graph* g = cg()
@@ -576,7 +583,7 @@ cdef class ParamExpr(Expression):
         _catch_up(self, idx(g, n), n.nidx)    # trainer hook: rows up to date
         n.pyref = pyref_add(self)    # the table, for _catch_up_graph
         finish_node(nid)
-        return LookupExpression._make(nid, self, update)
+        return _lookup_expr(nid, self, update)
 
 
 cdef inline bint _is_param_node(Graph* g, int nid, ParamExpr p) noexcept:
@@ -585,7 +592,7 @@ cdef inline bint _is_param_node(Graph* g, int nid, ParamExpr p) noexcept:
 
 
 cdef int _check_row(ParamExpr p, object row) except -1:
-    if not hasattr(row, "__index__"):
+    if type(row) is not int and not hasattr(row, "__index__"):
         raise TypeError("lookup: index must be an integer, got %s" % type(row).__name__)
     cdef long r = row
     if r < 0 or r >= p.nrows:
@@ -599,14 +606,6 @@ cdef class LookupExpression(Expression):
     cdef ParamExpr table
     cdef bint update
 
-    @staticmethod
-    def _make(int nid, ParamExpr table, bint update):
-        cdef LookupExpression e = LookupExpression.__new__(LookupExpression)
-        e.ver = cg().version
-        e.nid = nid
-        e.table = table
-        e.update = update
-        return e
 
     def set(self, index):
         """Point this lookup at other row(s) and invalidate the graph."""
@@ -629,6 +628,15 @@ cdef class LookupExpression(Expression):
             _catch_up(self.table, idx(cg(), n), n.nidx)    # trainer hook
         from dyn._core._graph import invalidate
         invalidate()
+
+
+cdef LookupExpression _lookup_expr(int nid, ParamExpr table, bint update):
+    cdef LookupExpression e = LookupExpression.__new__(LookupExpression)
+    e.ver = cg().version
+    e.nid = nid
+    e.table = table
+    e.update = update
+    return e
 
 # ---------------------------------------------------------------- building nodes
 # Kernel modules build nodes with these: new node from arguments, set its

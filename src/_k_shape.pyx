@@ -25,6 +25,7 @@ from dyn._core._kutil cimport arg_dims
 cdef tuple NAMES = ("pick", "pick_batch", "select_rows", "select_cols", "pick_range",
                     "strided_select", "Expression indexing", "pick_batch_elem",
                     "pick_batch_elems", "concatenate", "concatenate_cols")
+cdef int _CAT_CODE = NAMES.index("concatenate")
 
 # ---------------------------------------------------------------- helpers
 
@@ -358,11 +359,15 @@ cdef int OP_CAT = register_op("concatenate", _shape_cat, fwd_cat, bwd_cat)
 
 
 def concatenate(xs, d, str name="concatenate"):
-    cdef int k = check_dim(d, name, "d")
+    cdef int k
+    if type(d) is int and 0 <= d < MAXD:     # (the common case without check_dim's Python call)
+        k = d
+    else:
+        k = check_dim(d, name, "d")
     _check_list(xs, name)
     cdef int nid = noden(OP_CAT, xs, name)
     _node(nid).ia[0] = k
-    _node(nid).ia[3] = NAMES.index(name)
+    _node(nid).ia[3] = _CAT_CODE if name == "concatenate" else NAMES.index(name)
     return finish(nid)
 
 # ---------------------------------------------------------------- concatenate along the batch

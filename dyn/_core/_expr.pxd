@@ -46,6 +46,7 @@ cdef class ParamExpr(Expression):
     cdef public object catch_up_state
     cdef int param_node(self, bint update) except -1
     cdef Touch* touch_ptr(self) noexcept
+    cdef Expression _lookup_c(self, object row, bint update)
 
 cdef int node1(int op, object x) except -1
 cdef int node2(int op, object x, object y) except -1
