@@ -9,7 +9,7 @@ with one ``memset`` per backward call (or, for parameters, in the pool's
 gradient, where they accumulate until the trainer consumes them).
 """
 from libc.stdlib cimport malloc, realloc, free, calloc
-from libc.string cimport memset, strncpy
+from libc.string cimport memset, memcpy, strncpy
 from libc.math cimport sqrt, log, cos, isfinite, M_PI
 from libc.stdint cimport uintptr_t
 
@@ -313,6 +313,17 @@ cdef int set_indices(int nid, object indices) except -1:
     G.nodes[nid].nidx = m
     for k in range(m):
         G.ipool[G.ni + k] = indices[k]
+    G.ni += m
+    return 0
+
+
+cdef int set_indices_c(int nid, const int* v, int m) except -1:
+    """set_indices from a C array (checked non-negative ints)."""
+    if G.ni + m > G.icap:
+        _grow_ipool(m)
+    G.nodes[nid].idx_off = G.ni
+    G.nodes[nid].nidx = m
+    memcpy(&G.ipool[G.ni], v, m * sizeof(int))
     G.ni += m
     return 0
 

@@ -11,7 +11,7 @@ from libc.string cimport memcpy
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_BCAST, AB_IDX, AB_AUXSLICE
 from dyn._core._graph cimport (
     Graph, Node, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, idx,
-    set_indices, dim_eq_nobatch, arena_alloc, rand_uniform, F_NG, F_CONST)
+    set_indices, set_indices_c, dim_eq_nobatch, arena_alloc, rand_uniform, F_NG, F_CONST)
 from dyn._core._expr cimport node1, noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
@@ -533,7 +533,7 @@ def pickneglogsoftmax(x, v):
     cdef int i = index_arg(v, "pickneglogsoftmax")
     cdef int nid = node1(OP_PNLS, x)
     g_node(nid).ia[0] = 0
-    set_indices(nid, [i])
+    set_indices_c(nid, &i, 1)
     return finish(nid)
 
 

@@ -32,6 +32,8 @@ cdef int expr_arg(object x, str name) except -1:
 
 cdef int index_arg(object v, str name) except -1:
     """A non-negative index that fits the index pool (an int, not a float)."""
+    if type(v) is int and 0 <= v <= 0x7fffffff:    # the common case, without operator.index
+        return v
     try:
         i = operator.index(v)
     except TypeError:
