@@ -25,7 +25,7 @@ from dyn._core._kutil cimport arg_dims
 cdef tuple NAMES = ("pick", "pick_batch", "select_rows", "select_cols", "pick_range",
                     "strided_select", "Expression indexing", "pick_batch_elem",
                     "pick_batch_elems", "concatenate", "concatenate_cols")
-cdef int _CAT_CODE = NAMES.index("concatenate")
+cdef dict _CODES = {name: i for i, name in enumerate(NAMES)}
 
 # ---------------------------------------------------------------- helpers
 
@@ -172,7 +172,7 @@ cdef int _sel_node(object x, int k, list ix, bint remove, bint perbatch, str nam
     n.ia[0] = k
     n.ia[1] = remove
     n.ia[2] = perbatch
-    n.ia[3] = NAMES.index(name)
+    n.ia[3] = _CODES[name]
     set_indices(nid, ix)
     return finish_node(nid)
 
@@ -278,7 +278,7 @@ def batch_select(x, indices, str name):
     """Batch elements `indices` of x (in order, repeats allowed) as a new batch."""
     cdef list ix = check_indices(indices, name)
     cdef int nid = node1(OP_BSEL, x)
-    _node(nid).ia[3] = NAMES.index(name)
+    _node(nid).ia[3] = _CODES[name]
     set_indices(nid, ix)
     return finish(nid)
 
@@ -367,7 +367,7 @@ def concatenate(xs, d, str name="concatenate"):
     _check_list(xs, name)
     cdef int nid = noden(OP_CAT, xs, name)
     _node(nid).ia[0] = k
-    _node(nid).ia[3] = _CAT_CODE if name == "concatenate" else NAMES.index(name)
+    _node(nid).ia[3] = _CODES[name]
     return finish(nid)
 
 # ---------------------------------------------------------------- concatenate along the batch
