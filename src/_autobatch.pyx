@@ -109,6 +109,7 @@ cdef int* KLEN = NULL
 cdef unsigned long* KHASH = NULL
 cdef int nsig = 0, csig = 0
 cdef int* HT = NULL          # open addressing: sig id or 0
+cdef int LASTSIG[256]        # per op code (at most 256, src/_graph.pyx): its last signature, or 0
 cdef int htcap = 0
 cdef double* SDSUM = NULL
 cdef int* SCNT = NULL
@@ -278,6 +279,10 @@ cdef int _signature(Graph* g, int i) except -1:
             for j in range(wd.nd):
                 _kbuf[kn] = wd.d[j]; kn += 1
             _kbuf[kn] = wd.bd; kn += 1
+    # the op's last signature first: alike nodes of one op usually come in runs (no hashing)
+    s = LASTSIG[n.op]
+    if s and KLEN[s] == kn and memcmp(&KEYS[KOFF[s]], _kbuf, kn * sizeof(long)) == 0:
+        return s
     # every word times its own odd constant: independent products, not a serial chain (the key is
     # compared whole on a hit, so the hash only has to spread)
     h = <unsigned long>kn
@@ -290,6 +295,7 @@ cdef int _signature(Graph* g, int i) except -1:
     while HT[slot] != 0:
         s = HT[slot]
         if KHASH[s] == h and KLEN[s] == kn and memcmp(&KEYS[KOFF[s]], _kbuf, kn * sizeof(long)) == 0:
+            LASTSIG[n.op] = s
             return s
         slot = (slot + 1) & (htcap - 1)
     # a new signature
@@ -305,6 +311,7 @@ cdef int _signature(Graph* g, int i) except -1:
     KHASH[s] = h
     nkeys += kn
     HT[slot] = s
+    LASTSIG[n.op] = s
     SDSUM[s] = 0
     SCNT[s] = 0
     SHEAD[s] = -1
@@ -347,6 +354,7 @@ cdef int _clear_sigs() except -1:
         _grow_sigs()
     elif nsig > 0:
         memset(HT, 0, htcap * sizeof(int))
+    memset(LASTSIG, 0, sizeof(LASTSIG))
     nsig = 0
     nkeys = 0
     return 0
