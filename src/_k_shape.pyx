@@ -84,7 +84,9 @@ cdef int _check_list(object xs, str name) except -1:
     return 0
 
 
-def check_dim(object d, str name, str what="dim"):
+cpdef int check_dim(object d, str name, str what="dim") except -1:
+    if type(d) is int and 0 <= d < MAXD:     # the common case, without hasattr and operator.index
+        return d
     if isinstance(d, float) or not hasattr(d, "__index__"):
         raise TypeError("%s: %s must be an integer, got %s" % (name, what, type(d).__name__))
     d = _index(d)
@@ -359,11 +361,7 @@ cdef int OP_CAT = register_op("concatenate", _shape_cat, fwd_cat, bwd_cat)
 
 
 def concatenate(xs, d, str name="concatenate"):
-    cdef int k
-    if type(d) is int and 0 <= d < MAXD:     # (the common case without check_dim's Python call)
-        k = d
-    else:
-        k = check_dim(d, name, "d")
+    cdef int k = check_dim(d, name, "d")
     _check_list(xs, name)
     cdef int nid = noden(OP_CAT, xs, name)
     _node(nid).ia[0] = k
