@@ -304,28 +304,30 @@ cdef int _grow_ipool(int extra) except -1:
         raise MemoryError("dyn: index pool")
     return 0
 
-cdef int set_indices(int nid, object indices) except -1:
-    """Store a list of non-negative ints as the node's index list."""
-    cdef int k, m = len(indices)
+cdef int _index_slots(int nid, int m) except -1:
+    """m entries of the index pool as node nid's index list (filled by the caller): their offset."""
     if G.ni + m > G.icap:
         _grow_ipool(m)
     G.nodes[nid].idx_off = G.ni
     G.nodes[nid].nidx = m
-    for k in range(m):
-        G.ipool[G.ni + k] = indices[k]
     G.ni += m
+    return G.ni - m
+
+
+cdef int set_indices(int nid, object indices) except -1:
+    """Store a list of non-negative ints as the node's index list."""
+    cdef int k, m = len(indices), off = _index_slots(nid, m)
+    for k in range(m):
+        G.ipool[off + k] = indices[k]
     return 0
 
 
 cdef int set_indices_c(int nid, const int* v, int m) except -1:
     """set_indices from a C array (checked non-negative ints)."""
-    if G.ni + m > G.icap:
-        _grow_ipool(m)
-    G.nodes[nid].idx_off = G.ni
-    G.nodes[nid].nidx = m
-    memcpy(&G.ipool[G.ni], v, m * sizeof(int))
-    G.ni += m
+    cdef int off = _index_slots(nid, m)    # (before reading G.ipool: it may move)
+    memcpy(&G.ipool[off], v, m * sizeof(int))
     return 0
+
 
 cdef int finish_node(int nid) except -1:
     """Infer the Dim (raising on bad shapes, leaving the graph as it was)."""
