@@ -733,27 +733,31 @@ cdef class TreeState:
         return self._builder
 
 
-def compose_fused(builder, long version, children, x, int mode, tuple weights, double forget_bias):
-    """TreeBuilderBase.compose for a one-layer fused builder without dropout: the TreeState of a
-    node over the child states ``children`` and input x (or None). weights: (Wx, U, b, Uc or None),
-    this graph's expressions. The checks and messages are compose's."""
+cpdef tuple check_compose(builder, long version, children, x):
+    """TreeBuilderBase.compose's checks (both paths): the children as a tuple of TreeStates of
+    this builder in this graph (version), x None or an Expression, and not both empty."""
     cdef tuple kids = tuple(children)
-    cdef list states = []
-    cdef TreeState c, out
     for o in kids:
         if type(o) is not TreeState or (<TreeState>o)._builder is not builder:
             raise TypeError("%s.compose: children must be TreeStates of this builder, got %r"
                             % (type(builder).__name__, o))
-        c = <TreeState>o
-        if c._ver != version:
+        if (<TreeState>o)._ver != version:
             raise ValueError("%s.compose: a child belongs to an earlier computation graph" % type(builder).__name__)
-        states.append(c._s[0])
     if x is not None and not isinstance(x, Expression):
         raise TypeError("%s: x must be an Expression, got %s" % (type(builder).__name__, type(x).__name__))
     if x is None and not kids:
         raise ValueError("%s: a node needs an input x or at least one child" % type(builder).__name__)
-    out = TreeState.__new__(TreeState)
-    out._s = (_tree_node(mode, x, weights[0], weights[1], weights[2], states, weights[3], forget_bias),)
+    return kids
+
+
+def compose_fused(builder, long version, children, x, int mode, tuple weights, double forget_bias):
+    """TreeBuilderBase.compose for a one-layer fused builder without dropout: the TreeState of a
+    node over the child states ``children`` and input x (or None). weights: (Wx, U, b, Uc or None),
+    this graph's expressions."""
+    cdef tuple kids = check_compose(builder, version, children, x)
+    cdef TreeState out = TreeState.__new__(TreeState)
+    out._s = (_tree_node(mode, x, weights[0], weights[1], weights[2], [(<TreeState>c)._s[0] for c in kids],
+                         weights[3], forget_bias),)
     out._builder, out._children, out._ver = builder, kids, version
     return out
 

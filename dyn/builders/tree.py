@@ -205,22 +205,7 @@ class TreeBuilderBase:
             return _k.compose_fused(
                 self, g.version, children, x, self._mode, g.fused or self._fused(g), self.forget_bias
             )
-        children = tuple(children)
-        for c in children:
-            if c.__class__ is not TreeState or c._builder is not self:
-                raise TypeError(
-                    "%s.compose: children must be TreeStates of this builder, got %r"
-                    % (type(self).__name__, c)
-                )
-            if c._ver != g.version:
-                raise ValueError(
-                    "%s.compose: a child belongs to an earlier computation graph" % type(self).__name__
-                )
-        if x is not None and not isinstance(x, dy.Expression):
-            raise TypeError("%s: x must be an Expression, got %s" % (type(self).__name__, type(x).__name__))
-        if x is None and not children:
-            raise ValueError("%s: a node needs an input x or at least one child" % type(self).__name__)
-        return self._node(children, x, g)
+        return self._node(_k.check_compose(self, g.version, children, x), x, g)
 
     def encode(self, tree):
         """The TreeState of a tree given as nested lists/tuples whose leaves are Expressions.
