@@ -110,13 +110,17 @@ class VanillaLSTMBuilder(RNNBuilderBase):
             d["Wh_step"] = _k_rnn.lstm_step_weight(Wh)
         return d["Wh_step"]
 
-    def _run_layer(self, layer, xs, prev, m):
+    def _layer_inputs(self, layer, X, m):
+        """A layer's Wx, Wh (DropConnect's when set), b, and its input X times the x mask."""
         Wx, Wh, b = self._weights(layer)
         if m["W"]:
             Wh = m["W"]["Wh"]
-        X = _stack(xs)
         if m["x"] is not None:
             X = dy.cmult(X, m["x"])
+        return Wx, Wh, b, X
+
+    def _run_layer(self, layer, xs, prev, m):
+        Wx, Wh, b, X = self._layer_inputs(layer, _stack(xs), m)
         if self.layer_norm:
             return self._run_ln(layer, Wx * X, len(xs), Wh, b, prev, m)
         P, T, H = dy.affine_transform([b, Wx, X]), len(xs), self.hidden_dim
@@ -137,19 +141,14 @@ class VanillaLSTMBuilder(RNNBuilderBase):
         return out
 
     def _step1(self, layer, x, prev, m):
-        # add_input's step: the fused nodes of _run_layer for one input, without its sequence lists
-        if self.layer_norm or self.zoneout[0] > 0 or self.zoneout[1] > 0:
+        # add_input's step: _run_layer's fused nodes for one input, without its sequence lists
+        if self.layer_norm or max(self.zoneout) > 0:
             return super()._step1(layer, x, prev, m)
-        Wx, Wh, b = self._weights(layer)
-        if m["x"] is not None:
-            x = dy.cmult(x, m["x"])
-        P = dy.affine_transform([b, Wx, x])
-        if prev is None:
-            s = _k_rnn.lstm_step(P, None, None, None, m["g"], 0, self.forget_bias, "lstm_step")
-        else:
-            Wh = self._step_weight(layer, m["W"]["Wh"] if m["W"] else Wh, m)
-            s = _k_rnn.lstm_step(P, prev.get_packed(), Wh, m["h"], m["g"], 0, self.forget_bias, "lstm_step")
-        return LayerState(_k_rnn.lstm_step_part(s, 0, "lstm_step_h"), None, s, self.hidden_dim)
+        Wx, Wh, b, x = self._layer_inputs(layer, x, m)
+        P, Wh = dy.affine_transform([b, Wx, x]), self._step_weight(layer, Wh, m)
+        s = prev.get_packed() if prev is not None else None
+        states, hs = _k_rnn.lstm_sequence(P, s, Wh, m["h"], m["g"], 1, self.forget_bias)
+        return LayerState(hs[0], None, states[0], self.hidden_dim)
 
     def _fb_vector(self, layer):
         d = self._derived(layer)
