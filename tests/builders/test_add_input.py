@@ -41,8 +41,6 @@ def _make(cls, opts):
     layers = kw.pop("layers", 1)
     if kw.get("layer_norm") and cls in (dy.SimpleRNNBuilder, dy.CompactVanillaLSTMBuilder):
         pytest.skip("%s has no layer norm" % cls.__name__)
-    if opts == "weight_dropout" and cls is dy.SimpleRNNBuilder:
-        kw = {}
     m = dy.ParameterCollection()
     b = cls(layers, IN, H, m, **kw)
     rng = np.random.RandomState(3)
