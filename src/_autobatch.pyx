@@ -362,6 +362,11 @@ cdef int _clear_sigs() except -1:
 
 # ---------------------------------------------------------------- forward
 
+cdef int _cmp_int(const void* a, const void* b) noexcept nogil:
+    cdef int x = (<int*>a)[0], y = (<int*>b)[0]
+    return (x > y) - (x < y)
+
+
 cdef int _cmp_long(const void* a, const void* b) noexcept nogil:
     cdef long x = (<long*>a)[0], y = (<long*>b)[0]
     return (x > y) - (x < y)
@@ -373,23 +378,30 @@ cdef inline long _consumer_sig(int i) noexcept:
 
 
 cdef int _order(int* mem, int m, int c0) except -1:
-    """A batch's member order: by the signature of each member's first consumer, then by id
-    (ascending ids when the consumers are alike). The members' outputs lie in this order, so a
-    later batch of those consumers finds its arguments adjacent (e.g. the forward and backward
-    LSTMs' stacked inputs of a tagger, made by one batch of concatenations, are read in place
-    by each direction's input projection instead of gathered)."""
+    """A batch's member order: ascending ids, grouped by the signature of each member's first
+    consumer when those differ. The members' outputs lie in this order, so a later batch of
+    those consumers finds its arguments adjacent (e.g. the forward and backward LSTMs' stacked
+    inputs of a tagger, made by one batch of concatenations, are read in place by each
+    direction's input projection instead of gathered)."""
     global OKEY, cap_k
     cdef int j
-    cdef bint ordered = True
+    cdef long s0 = _consumer_sig(mem[0] - c0)
+    cdef bint mixed = False, ascending = True
+    for j in range(1, m):
+        if mem[j] < mem[j - 1]:
+            ascending = False
+        if _consumer_sig(mem[j] - c0) != s0:
+            mixed = True
+    if not mixed:
+        if not ascending:
+            qsort(mem, m, sizeof(int), _cmp_int)
+        return 0
     _grow(<void**>&OKEY, &cap_k, m, sizeof(long))
     for j in range(m):
         OKEY[j] = (_consumer_sig(mem[j] - c0) << 32) | mem[j]
-        if j > 0 and OKEY[j] < OKEY[j - 1]:
-            ordered = False
-    if not ordered:
-        qsort(OKEY, m, sizeof(long), _cmp_long)
-        for j in range(m):
-            mem[j] = <int>(OKEY[j] & 0xffffffff)
+    qsort(OKEY, m, sizeof(long), _cmp_long)
+    for j in range(m):
+        mem[j] = <int>(OKEY[j] & 0xffffffff)
     return 0
 
 
