@@ -410,8 +410,8 @@ cdef void bwd_affine(Graph* g, Node* n, int i) noexcept:
 cdef int OP_AFFINE = register_op("affine_transform", _shape_affine, fwd_affine, bwd_affine)
 
 
-def affine_transform(xs):
-    return finish(noden(OP_AFFINE, xs, "affine_transform"))
+def affine_transform(exprs):
+    return finish(noden(OP_AFFINE, exprs, "affine_transform"))
 
 # ---------------------------------------------------------------- esum
 

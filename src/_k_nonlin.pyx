@@ -6,7 +6,7 @@ ops (dropout, noise, nobackprop). Each op: shape rule, forward, backward
 """
 import operator
 
-from libc.math cimport exp, log, tanh, expf, logf, fabs, sqrt, cos, sin, M_PI, INFINITY
+from libc.math cimport exp as c_exp, log as c_log, tanh as c_tanh, expf, logf, fabs, sqrt, cos, sin, M_PI, INFINITY
 from libc.string cimport memcpy
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_BCAST, AB_IDX, AB_AUXSLICE
 from dyn._core._graph cimport (
@@ -33,14 +33,14 @@ cdef inline real _exp(real x) noexcept nogil:
     if real is float:
         return expf(x)
     else:
-        return exp(x)
+        return c_exp(x)
 
 
 cdef inline real _log(real x) noexcept nogil:
     if real is float:
         return logf(x)
     else:
-        return log(x)
+        return c_log(x)
 
 
 cdef inline real _tanh(real x) noexcept nogil:
@@ -52,11 +52,11 @@ cdef inline real _tanh(real x) noexcept nogil:
         a = fabs(<double>x)
         if a < 1e-4:
             return x
-        t = exp(-2 * a)
+        t = c_exp(-2 * a)
         t = (1 - t) / (1 + t)
         return <float>(t if x >= 0 else -t)
     else:
-        return tanh(x)
+        return c_tanh(x)
 
 
 cdef int _shape_same(Graph* g, Node* n) except -1:
@@ -139,7 +139,7 @@ cdef Expression _unary(object x, int kind):
     return finish(nid)
 
 
-def tanh_(x):
+def tanh(x):
     return _unary(x, TANH)
 
 
@@ -151,11 +151,11 @@ def rectify(x):
     return _unary(x, RECTIFY)
 
 
-def exp_(x):
+def exp(x):
     return _unary(x, EXP)
 
 
-def log_(x):
+def log(x):
     return _unary(x, LOG)
 
 # ---------------------------------------------------------------- softmax, log_softmax
@@ -198,7 +198,7 @@ cdef void _sm_fwd(real* y, real* x, int outer, int ostr, int inner, int istr, in
                 for i in range(inner):
                     acc += _exp(px[i * istr] - mx)
                 # (x - max) - log(acc): rounding max + log(acc) first loses digits
-                e = <real>log(acc)
+                e = <real>c_log(acc)
                 for i in range(inner):
                     py[i * istr] = (px[i * istr] - mx) - e
             else:
@@ -302,7 +302,7 @@ cdef void _rlsm_fwd(real* y, real* x, int m, int* v, int nv) noexcept nogil:
             mx = x[v[i]]
     for i in range(nv):
         acc += _exp(x[v[i]] - mx)
-    lse = <real>log(acc)
+    lse = <real>c_log(acc)
     for i in range(nv):
         y[v[i]] = (x[v[i]] - mx) - lse
 
@@ -483,7 +483,7 @@ cdef void _pnls_fwd(real* y, real* x, real* lse, int* v, int m, int B, int xb) n
             acc = 0
             for i in range(m):
                 acc += _exp(px[i] - mx)
-            lse[2 * b], lse[2 * b + 1] = mx, log(acc)
+            lse[2 * b], lse[2 * b + 1] = mx, c_log(acc)
         y[b] = <real>((<double>lse[2 * b] - px[v[b]]) + lse[2 * b + 1])
 
 
@@ -610,7 +610,7 @@ cdef void _noise_fwd(Graph* g, real* y, real* x, int m, double sd) noexcept:
     cdef int i
     cdef double r, th
     for i in range(0, m, 2):
-        r = sd * sqrt(-2.0 * log(rand_uniform(g)))
+        r = sd * sqrt(-2.0 * c_log(rand_uniform(g)))
         th = 2.0 * M_PI * rand_uniform(g)
         y[i] = x[i] + <real>(r * cos(th))
         if i + 1 < m:

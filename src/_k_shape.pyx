@@ -212,16 +212,16 @@ cdef PickExpression _picker(int nid):
     return e
 
 
-def pick(x, index=0, dim=0):
+def pick(e, index=0, dim=0):
     """Slice `index` along `dim`, that dim removed (same index for every batch element)."""
     cdef list ix = [check_index(index, "pick")]
-    return _picker(_sel_node(x, check_dim(dim, "pick"), ix, True, False, "pick"))
+    return _picker(_sel_node(e, check_dim(dim, "pick"), ix, True, False, "pick"))
 
 
-def pick_batch(x, indices, dim=0):
+def pick_batch(e, indices, dim=0):
     """One slice per batch element: result batch = len(indices)."""
     cdef list ix = check_indices(indices, "pick_batch")
-    return _picker(_sel_node(x, check_dim(dim, "pick_batch"), ix, True, True, "pick_batch"))
+    return _picker(_sel_node(e, check_dim(dim, "pick_batch"), ix, True, True, "pick_batch"))
 
 
 def select(x, dim, indices, str name):
@@ -360,13 +360,20 @@ cdef void bwd_cat(Graph* g, Node* n, int i) noexcept:
 cdef int OP_CAT = register_op("concatenate", _shape_cat, fwd_cat, bwd_cat)
 
 
-def concatenate(xs, d, str name="concatenate"):
-    cdef int k = check_dim(d, name, "d")
+cdef Expression _concatenate(xs, int k, str name):
     _check_list(xs, name)
     cdef int nid = noden(OP_CAT, xs, name)
     _node(nid).ia[0] = k
     _node(nid).ia[3] = _CODES[name]
     return finish(nid)
+
+
+def concatenate(xs, d=0):
+    return _concatenate(xs, check_dim(d, "concatenate", "d"), "concatenate")
+
+
+def concatenate_cols(xs):
+    return _concatenate(xs, 1, "concatenate_cols")
 
 # ---------------------------------------------------------------- concatenate along the batch
 

@@ -16,6 +16,7 @@ without a docstring, formula, reference or cases.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -75,6 +76,7 @@ def op(
     batch_reference: bool = False,
     random: bool = False,
     name: str | None = None,
+    direct: Callable | None = None,
 ):
     """Register the decorated public function as an operation.
 
@@ -88,15 +90,22 @@ def op(
         cases: list of :class:`Case`.
         list_input: the op takes its expressions as one list argument.
         random: output is random (value tests use statistics, not a reference).
+        direct: the compiled function that does the whole operation, with the
+            decorated function's signature. The public name is then bound to
+            it, with the decorated function's name and docstring (the decorated
+            function is only a docstring): a call is one C-level call instead
+            of a Python frame and then one (per-token code calls these
+            thousands of times per graph).
     """
 
     def register(fn: Callable) -> Callable:
         opname = name or fn.__name__
         if opname in REGISTRY:
             raise RuntimeError("operation %r registered twice" % opname)
+        public = fn if direct is None else _bind_direct(fn, direct)
         REGISTRY[opname] = OpSpec(
             name=opname,
-            fn=fn,
+            fn=public,
             family=fn.__module__.rsplit(".", 1)[-1],
             formula=formula,
             batch_rule=batch,
@@ -107,6 +116,23 @@ def op(
             random=random,
             doc=(fn.__doc__ or "").strip(),
         )
-        return fn
+        return public
 
     return register
+
+
+def _bind_direct(fn: Callable, direct: Callable) -> Callable:
+    """`direct` under fn's name, module and docstring, after checking that it
+    takes the same arguments (names and defaults) and is not already bound."""
+    if getattr(direct, "_dyn_op", None) is not None:
+        raise RuntimeError("%s: compiled function %s is already the public %s"
+                           % (fn.__name__, direct.__name__, direct._dyn_op))
+    want, got = inspect.signature(fn), inspect.signature(direct)
+    if want != got:
+        raise RuntimeError("%s%s: the compiled function %s has the signature %s"
+                           % (fn.__name__, want, direct.__name__, got))
+    direct.__name__ = direct.__qualname__ = fn.__name__
+    direct.__module__ = fn.__module__
+    direct.__doc__ = fn.__doc__
+    direct._dyn_op = fn.__name__
+    return direct

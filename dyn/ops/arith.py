@@ -65,11 +65,11 @@ def _mul(x, y):
         Case([(3, 2)], {"a": -1.5, "c": 0.25}, batches=("none", "all")),
         Case([(4,)], {"a": 2.0, "c": 0.0}, batches=("none", "all")),
     ],
+    direct=_k.scalar_affine,
 )
 def scalar_affine(x, a, c):
     """x * a + c elementwise for numbers a and c: what x + 2, 2 - x, x * 3, x / 4
     and -x build (one node each)."""
-    return _k.scalar_affine(x, a, c)
 
 
 def _neg(x):
@@ -85,6 +85,7 @@ def _div(x, y):
     batch="batch 1 broadcasts",
     reference=np.multiply,
     cases=_BCAST,
+    direct=_k.cmult,
 )
 def cmult(x, y):
     """Elementwise (Hadamard) product with broadcasting.
@@ -92,7 +93,6 @@ def cmult(x, y):
     Example:
         >>> h = dy.cmult(gate, candidate)
     """
-    return _k.cmult(x, y)
 
 
 @op(
@@ -104,10 +104,10 @@ def cmult(x, y):
         Case([(3, 2), (1, 2)], domain=("real", "nonzero"), batches=("none", "all")),
         Case([(3, 2), (3, 2)], domain=("real", "nonzero"), batches=("none", "all")),
     ],
+    direct=_k.cdiv,
 )
 def cdiv(x, y):
     """Elementwise division x / y; only y may broadcast."""
-    return _k.cdiv(x, y)
 
 
 @op(
@@ -115,10 +115,10 @@ def cdiv(x, y):
     batch="batch 1 broadcasts",
     reference=lambda x, y: np.array([np.sum(x * y)]),
     cases=[Case([(5,), (5,)]), Case([(2, 3), (2, 3)])],
+    direct=_k.dot_product,
 )
 def dot_product(x, y):
     """Dot product of two same-shaped expressions: {1} per batch element."""
-    return _k.dot_product(x, y)
 
 
 def _affine_ref(*xs):
@@ -140,6 +140,7 @@ def _affine_ref(*xs):
         Case([(3, 1), (3, 4), (4, 1)]),
         Case([(3,)]),
     ],
+    direct=_k.affine_transform,
 )
 def affine_transform(exprs):
     """b + W1 x1 + W2 x2 + ...: the fused linear layer, one node.
@@ -150,7 +151,6 @@ def affine_transform(exprs):
     Example:
         >>> h = dy.tanh(dy.affine_transform([b, W, x]))
     """
-    return _k.affine_transform(exprs)
 
 
 @op(
@@ -159,10 +159,10 @@ def affine_transform(exprs):
     reference=lambda *xs: sum(xs),
     list_input=True,
     cases=[Case([(3, 2), (3, 2), (3, 2)]), Case([(4,)])],
+    direct=_k.esum,
 )
 def esum(xs):
     """Sum of a list of same-shaped expressions."""
-    return _k.esum(xs)
 
 
 @op(
@@ -182,10 +182,10 @@ def average(xs):
     batch="per batch element: {1} x B",
     reference=lambda x: np.array([x.sum()]),
     cases=[Case([(3, 2)], batches=("none", "all")), Case([(5,)], batches=("none", "all"))],
+    direct=_k.sum_elems,
 )
 def sum_elems(x):
     """Sum of all elements of each batch element."""
-    return _k.sum_elems(x)
 
 
 @op(
@@ -193,10 +193,10 @@ def sum_elems(x):
     batch="per batch element: {1} x B",
     reference=lambda x: np.array([np.sum(x * x)]),
     cases=[Case([(3, 2)], batches=("none", "all"))],
+    direct=_k.squared_norm,
 )
 def squared_norm(x):
     """Squared L2 norm of each batch element."""
-    return _k.squared_norm(x)
 
 
 @op(
@@ -204,10 +204,10 @@ def squared_norm(x):
     batch="per batch element: {1} x B",
     reference=lambda x: np.array([np.sqrt(np.sum(x * x))]),
     cases=[Case([(3, 2)], batches=("none", "all")), Case([(4,)], batches=("none", "all"))],
+    direct=_k.l2_norm,
 )
 def l2_norm(x):
     """L2 norm of each batch element."""
-    return _k.l2_norm(x)
 
 
 @op(
@@ -215,10 +215,10 @@ def l2_norm(x):
     batch="batch 1 broadcasts",
     reference=lambda x, y: np.array([np.sum((x - y) ** 2)]),
     cases=[Case([(4,), (4,)]), Case([(2, 3), (2, 3)])],
+    direct=_k.squared_distance,
 )
 def squared_distance(x, y):
     """Squared Euclidean distance: {1} per batch element."""
-    return _k.squared_distance(x, y)
 
 
 @op(
@@ -227,7 +227,7 @@ def squared_distance(x, y):
     reference=lambda x: x.sum(axis=-1, keepdims=True),
     batch_reference=True,
     cases=[Case([(3, 2)], batches=("none", "all")), Case([(4,)], batches=("none", "all"))],
+    direct=_k.sum_batches,
 )
 def sum_batches(x):
     """Sum over the batch dimension (e.g. of a batched loss before backward)."""
-    return _k.sum_batches(x)

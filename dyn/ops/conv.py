@@ -136,6 +136,7 @@ def conv2d_bias(x, f, b, stride, is_valid=True):
         Case([(5, 5)], {"ksize": [3, 2], "stride": [1, 2]}, batches=("none", "all")),
         Case([(5, 4, 2)], {"ksize": [2, 3], "stride": [2, 2], "is_valid": False}, batches=("none", "all")),
     ],
+    direct=_k.maxpooling2d,
 )
 def maxpooling2d(x, ksize, stride, is_valid=True):
     """2-D max pooling over H x W, channel by channel.
@@ -152,7 +153,6 @@ def maxpooling2d(x, ksize, stride, is_valid=True):
     Example:
         >>> p = dy.maxpooling2d(h, [2, 2], [2, 2])
     """
-    return _k.maxpooling2d(x, ksize, stride, is_valid)
 
 
 @op(
@@ -160,6 +160,7 @@ def maxpooling2d(x, ksize, stride, is_valid=True):
     batch="batch 1 broadcasts (DyNet: unbatched only)",
     reference=_f1d_ref,
     cases=[Case([(3, 6), (3, 2, 4)]), Case([(2, 5), (2, 3)]), Case([(4, 3), (4, 3, 2)])],
+    direct=_k.filter1d_narrow,
 )
 def filter1d_narrow(x, f):
     """Narrow 1-D correlation of the columns of x with each filter.
@@ -174,4 +175,3 @@ def filter1d_narrow(x, f):
     Example:
         >>> feats = dy.filter1d_narrow(sentence, filters)   # fids x (s - d + 1)
     """
-    return _k.filter1d_narrow(x, f)

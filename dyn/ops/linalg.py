@@ -21,6 +21,7 @@ _SAME = ("none", "all")  # arguments must have equal batch sizes
     batch="batch 1 broadcasts",
     reference=lambda x, y: x + y.reshape(-1, 1),
     cases=[Case([(3, 4), (3,)]), Case([(2, 1), (2,)]), Case([(4, 2), (4, 1)], batches=_SAME)],
+    direct=_k.colwise_add,
 )
 def colwise_add(x, y):
     """Add the vector y (M) to every column of the M x N matrix x.
@@ -28,7 +29,6 @@ def colwise_add(x, y):
     Example:
         >>> scores = dy.colwise_add(W * H, b)
     """
-    return _k.colwise_add(x, y)
 
 
 def _c31_ref(x, y, b=None):
@@ -41,6 +41,7 @@ def _c31_ref(x, y, b=None):
     batch="batch 1 broadcasts",
     reference=_c31_ref,
     cases=[Case([(2, 3, 4), (4,)]), Case([(3, 1, 2), (2,)], batches=_SAME)],
+    direct=_k.contract3d_1d,
 )
 def contract3d_1d(x, y):
     """Contract the third dimension of the 3-d tensor x {I,J,K} with the vector
@@ -49,7 +50,6 @@ def contract3d_1d(x, y):
     Example:
         >>> M = dy.contract3d_1d(T, v)
     """
-    return _k.contract3d_1d(x, y)
 
 
 @op(
@@ -57,6 +57,7 @@ def contract3d_1d(x, y):
     batch="batch 1 broadcasts",
     reference=_c31_ref,
     cases=[Case([(2, 3, 4), (4,), (2, 3)])],
+    direct=_k.contract3d_1d_bias,
 )
 def contract3d_1d_bias(x, y, b):
     """contract3d_1d(x, y) + b for a bias b {I,J}.
@@ -64,7 +65,6 @@ def contract3d_1d_bias(x, y, b):
     Example:
         >>> M = dy.contract3d_1d_bias(T, v, B)
     """
-    return _k.contract3d_1d_bias(x, y, b)
 
 
 def _c311_ref(x, y, z, b=None):
@@ -77,6 +77,7 @@ def _c311_ref(x, y, z, b=None):
     batch="unbatched only (as DyNet)",
     reference=_c311_ref,
     cases=[Case([(2, 3, 4), (4,), (3,)], batches=_NONE), Case([(3, 2, 1), (1,), (2,)], batches=_NONE)],
+    direct=_k.contract3d_1d_1d,
 )
 def contract3d_1d_1d(x, y, z):
     """Contract the 3-d tensor x {I,J,K} with y {K} (third dimension) and z {J}
@@ -85,7 +86,6 @@ def contract3d_1d_1d(x, y, z):
     Example:
         >>> t = dy.contract3d_1d_1d(T, u, v)
     """
-    return _k.contract3d_1d_1d(x, y, z)
 
 
 @op(
@@ -93,6 +93,7 @@ def contract3d_1d_1d(x, y, z):
     batch="unbatched only (as DyNet)",
     reference=_c311_ref,
     cases=[Case([(2, 3, 4), (4,), (3,), (2,)], batches=_NONE)],
+    direct=_k.contract3d_1d_1d_bias,
 )
 def contract3d_1d_1d_bias(x, y, z, b):
     """contract3d_1d_1d(x, y, z) + b for a bias b {I}.
@@ -100,7 +101,6 @@ def contract3d_1d_1d_bias(x, y, z, b):
     Example:
         >>> t = dy.contract3d_1d_1d_bias(T, u, v, b)
     """
-    return _k.contract3d_1d_1d_bias(x, y, z, b)
 
 
 # ---------------------------------------------------------------- square matrices
@@ -120,6 +120,7 @@ _SQUARE = [
     batch="unbatched only (as DyNet)",
     reference=np.linalg.inv,
     cases=_SQUARE,
+    direct=_k.inverse,
 )
 def inverse(x):
     """Inverse of a square matrix (LU with partial pivoting; a singular matrix
@@ -128,7 +129,6 @@ def inverse(x):
     Example:
         >>> Sinv = dy.inverse(S)
     """
-    return _k.inverse(x)
 
 
 @op(
@@ -136,6 +136,7 @@ def inverse(x):
     batch="unbatched only (as DyNet)",
     reference=lambda x: np.array([np.linalg.slogdet(x)[1]]),
     cases=_SQUARE,
+    direct=_k.logdet,
 )
 def logdet(x):
     """Log of the absolute determinant of a square matrix, {1} (DyNet's
@@ -144,7 +145,6 @@ def logdet(x):
     Example:
         >>> nll = 0.5 * dy.logdet(Sigma) + ...
     """
-    return _k.logdet(x)
 
 
 @op(
@@ -152,6 +152,7 @@ def logdet(x):
     batch="unbatched only (as DyNet)",
     reference=lambda x, y: np.array([np.sum(x * y)]),
     cases=[Case([(3, 4), (3, 4)], batches=_NONE), Case([(5,), (5,)], batches=_NONE)],
+    direct=_k.trace_of_product,
 )
 def trace_of_product(x, y):
     """trace(x y^T) of two same-shaped tensors, {1}.
@@ -159,7 +160,6 @@ def trace_of_product(x, y):
     Example:
         >>> t = dy.trace_of_product(A, B)
     """
-    return _k.trace_of_product(x, y)
 
 
 # ---------------------------------------------------------------- sequence filters
@@ -185,6 +185,7 @@ _CIRC = [
     batch="unbatched only (as DyNet)",
     reference=lambda u, v: _circ_ref(u, v, -1),
     cases=_CIRC,
+    direct=_k.circ_conv,
 )
 def circ_conv(u, v):
     """Circular convolution of two vectors of the same size.
@@ -192,7 +193,6 @@ def circ_conv(u, v):
     Example:
         >>> bound = dy.circ_conv(role, filler)
     """
-    return _k.circ_conv(u, v)
 
 
 @op(
@@ -200,6 +200,7 @@ def circ_conv(u, v):
     batch="unbatched only (as DyNet)",
     reference=lambda u, v: _circ_ref(u, v, 1),
     cases=_CIRC,
+    direct=_k.circ_corr,
 )
 def circ_corr(u, v):
     """Circular correlation of two vectors of the same size (the inverse
@@ -208,7 +209,6 @@ def circ_corr(u, v):
     Example:
         >>> filler = dy.circ_corr(role, bound)
     """
-    return _k.circ_corr(u, v)
 
 
 def _kmh_ref(x, n):
@@ -224,6 +224,7 @@ def _kmh_ref(x, n):
         Case([(2, 4)], {"n": 4}, batches=_NONE),
         Case([(2, 3)], {"n": 1}, batches=_NONE),
     ],
+    direct=_k.kmh_ngram,
 )
 def kmh_ngram(x, n):
     """n-gram sums of the columns of a matrix: column j of the result is the sum
@@ -232,7 +233,6 @@ def kmh_ngram(x, n):
     Example:
         >>> bigrams = dy.kmh_ngram(embeddings, 2)
     """
-    return _k.kmh_ngram(x, n)
 
 
 @op(
@@ -240,6 +240,7 @@ def kmh_ngram(x, n):
     batch="per element",
     reference=lambda x, device_str: x,
     cases=[Case([(3, 2)], {"device_str": "CPU"}, batches=_SAME)],
+    direct=_k.to_device,
 )
 def to_device(e, device_str):
     """Copy an expression to a device. This build has only the CPU: 'CPU' gives
@@ -248,7 +249,6 @@ def to_device(e, device_str):
     Example:
         >>> y = dy.to_device(x, "CPU")
     """
-    return _k.to_device(e, device_str)
 
 
 # ---------------------------------------------------------------- fused LSTM
@@ -282,6 +282,7 @@ _GATES_DROP = [Case([(3,), (2,), (8, 3), (8, 2), (8,), (3,), (2,)], batches=_NON
     batch="x, h batch 1 or B; weights unbatched",
     reference=_gates_ref,
     cases=_GATES,
+    direct=_kl.vanilla_lstm_gates,
 )
 def vanilla_lstm_gates(x_t, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
     """Fused LSTM gates of one step: a {4H} vector per batch element.
@@ -297,7 +298,6 @@ def vanilla_lstm_gates(x_t, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
         >>> gates = dy.vanilla_lstm_gates(x, h, Wx, Wh, b)
         >>> c = dy.vanilla_lstm_c(c_prev, gates); h = dy.vanilla_lstm_h(c, gates)
     """
-    return _kl.vanilla_lstm_gates(x_t, h_tm1, Wx, Wh, b, weightnoise_std)
 
 
 @op(
@@ -305,6 +305,7 @@ def vanilla_lstm_gates(x_t, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
     batch="x, h batch 1 or B; weights unbatched",
     reference=_gates_ref,
     cases=_GATES,
+    direct=_kl.vanilla_lstm_gates_concat,
 )
 def vanilla_lstm_gates_concat(x_t_list, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
     """vanilla_lstm_gates of the concatenation of the vectors x_t_list (without
@@ -314,7 +315,6 @@ def vanilla_lstm_gates_concat(x_t_list, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
     Example:
         >>> gates = dy.vanilla_lstm_gates_concat([word, char], h, Wx, Wh, b)
     """
-    return _kl.vanilla_lstm_gates_concat(x_t_list, h_tm1, Wx, Wh, b, weightnoise_std)
 
 
 @op(
@@ -322,6 +322,7 @@ def vanilla_lstm_gates_concat(x_t_list, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
     batch="x, h, masks batch 1 or B; weights unbatched",
     reference=_gates_ref,
     cases=_GATES_DROP,
+    direct=_kl.vanilla_lstm_gates_dropout,
 )
 def vanilla_lstm_gates_dropout(x_t, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h, weightnoise_std=0.0):
     """vanilla_lstm_gates with x_t and h_tm1 multiplied elementwise by dropout
@@ -331,9 +332,6 @@ def vanilla_lstm_gates_dropout(x_t, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_ma
     Example:
         >>> gates = dy.vanilla_lstm_gates_dropout(x, h, Wx, Wh, b, mask_x, mask_h)
     """
-    return _kl.vanilla_lstm_gates_dropout(
-        x_t, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h, weightnoise_std
-    )
 
 
 @op(
@@ -341,6 +339,7 @@ def vanilla_lstm_gates_dropout(x_t, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_ma
     batch="x, h, masks batch 1 or B; weights unbatched",
     reference=_gates_ref,
     cases=_GATES_DROP,
+    direct=_kl.vanilla_lstm_gates_dropout_concat,
 )
 def vanilla_lstm_gates_dropout_concat(
     x_t_list, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h, weightnoise_std=0.0
@@ -350,9 +349,6 @@ def vanilla_lstm_gates_dropout_concat(
     Example:
         >>> gates = dy.vanilla_lstm_gates_dropout_concat([w, c], h, Wx, Wh, b, mx, mh)
     """
-    return _kl.vanilla_lstm_gates_dropout_concat(
-        x_t_list, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h, weightnoise_std
-    )
 
 
 def _cell_ref(c, gates):
@@ -370,6 +366,7 @@ def _hidden_ref(c, gates):
     batch="equal batch sizes (as DyNet)",
     reference=_cell_ref,
     cases=[Case([(3,), (12,)], batches=_SAME)],
+    direct=_kl.vanilla_lstm_c,
 )
 def vanilla_lstm_c(c_tm1, gates_t):
     """LSTM cell update from the fused gates [i; f; o; g]: c_t = i g + f c_tm1.
@@ -377,7 +374,6 @@ def vanilla_lstm_c(c_tm1, gates_t):
     Example:
         >>> c = dy.vanilla_lstm_c(c_prev, gates)
     """
-    return _kl.vanilla_lstm_c(c_tm1, gates_t)
 
 
 @op(
@@ -385,6 +381,7 @@ def vanilla_lstm_c(c_tm1, gates_t):
     batch="equal batch sizes (as DyNet)",
     reference=_hidden_ref,
     cases=[Case([(3,), (12,)], batches=_SAME)],
+    direct=_kl.vanilla_lstm_h,
 )
 def vanilla_lstm_h(c_t, gates_t):
     """LSTM output from the cell and the fused gates [i; f; o; g]: h_t = o tanh(c_t).
@@ -392,4 +389,3 @@ def vanilla_lstm_h(c_t, gates_t):
     Example:
         >>> h = dy.vanilla_lstm_h(c, gates)
     """
-    return _kl.vanilla_lstm_h(c_t, gates_t)

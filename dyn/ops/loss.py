@@ -112,6 +112,7 @@ def _one_hot_max(x, gradient_mode):
         Case([(5,)], {"v": 2}, batches=("none",)),
         Case([(4, 1)], {"v": 0, "m": 0.5}, batches=("none",)),
     ],
+    direct=_k.hinge,
 )
 def hinge(x, v, m=1.0):
     """Multiclass hinge loss of a score vector against the gold class v.
@@ -125,7 +126,6 @@ def hinge(x, v, m=1.0):
     Example:
         >>> loss = dy.hinge(scores, gold, m=1.0)
     """
-    return _k.hinge(x, v, m)
 
 
 @op(
@@ -137,6 +137,7 @@ def hinge(x, v, m=1.0):
         Case([(5,)], lambda bs: {"vs": [(2 * b + 1) % 5 for b in range(bs)]}, batches=_ELEM_BATCHES),
         Case([(4,)], {"vs": [1, 3, 0], "m": 0.5}, batches=("none",)),
     ],
+    direct=_k.hinge_batch,
 )
 def hinge_batch(x, vs, m=1.0):
     """Per batch element b, the hinge loss of x_b against vs[b]: a {1} x B
@@ -150,7 +151,6 @@ def hinge_batch(x, vs, m=1.0):
     Example:
         >>> loss = dy.sum_batches(dy.hinge_batch(scores, golds))
     """
-    return _k.hinge_batch(x, vs, m)
 
 
 @op(
@@ -161,6 +161,7 @@ def hinge_batch(x, vs, m=1.0):
         Case([(4, 3)], {"v": [0, 3, 1]}, batches=_ELEM_BATCHES),
         Case([(4, 3)], {"v": [2, 0, 1, 1], "d": 1, "m": 0.5}, batches=_ELEM_BATCHES),
     ],
+    direct=_k.hinge_dim,
 )
 def hinge_dim(x, v, d=0, m=1.0):
     """Hinge loss of every column (d=0) or every row (d=1) of a matrix: a
@@ -175,7 +176,6 @@ def hinge_dim(x, v, d=0, m=1.0):
     Example:
         >>> losses = dy.hinge_dim(scores, golds, d=0)   # scores: classes x words
     """
-    return _k.hinge_dim(x, v, d, m)
 
 
 @op(
@@ -187,6 +187,7 @@ def hinge_dim(x, v, d=0, m=1.0):
         Case([(1,), (1,)], {"m": 0.1}, domain=("nonzero", (-0.2, 0.2))),
         Case([(1, 4), (1, 4)], {"m": 0.1}, domain=("nonzero", (-0.2, 0.2))),
     ],
+    direct=_k.pairwise_rank_loss,
 )
 def pairwise_rank_loss(x, y, m=1.0):
     """Pairwise ranking loss max(0, m - x + y), elementwise, not summed.
@@ -199,7 +200,6 @@ def pairwise_rank_loss(x, y, m=1.0):
     Example:
         >>> loss = dy.pairwise_rank_loss(score_good, score_bad, m=1.0)
     """
-    return _k.pairwise_rank_loss(x, y, m)
 
 
 # ---------------------------------------------------------------- distances and likelihoods
@@ -213,6 +213,7 @@ def pairwise_rank_loss(x, y, m=1.0):
         Case([(3, 2), (3, 2)], domain=[(0.05, 0.95), (0.0, 1.0)]),
         Case([(4,), (4,)], domain=[(0.05, 0.95), (0.0, 1.0)]),
     ],
+    direct=_k.binary_log_loss,
 )
 def binary_log_loss(x, y):
     """Binary cross-entropy of probabilities x against targets y, summed.
@@ -224,7 +225,6 @@ def binary_log_loss(x, y):
     Example:
         >>> loss = dy.binary_log_loss(dy.logistic(score), dy.scalarInput(1.0))
     """
-    return _k.binary_log_loss(x, y)
 
 
 @op(
@@ -235,6 +235,7 @@ def binary_log_loss(x, y):
         Case([(3, 2), (3, 2)]),
         Case([(4,), (4,)], {"c": 0.5}),
     ],
+    direct=_k.huber_distance,
 )
 def huber_distance(x, y, c=1.345):
     """Huber distance: squared for small differences, linear for large ones
@@ -243,7 +244,6 @@ def huber_distance(x, y, c=1.345):
     Example:
         >>> loss = dy.huber_distance(prediction, target, c=1.0)
     """
-    return _k.huber_distance(x, y, c)
 
 
 @op(
@@ -255,6 +255,7 @@ def huber_distance(x, y, c=1.345):
         Case([(3, 2), (3, 2)], domain=("nonzero", (-0.2, 0.2))),
         Case([(4,), (4,)], domain=("nonzero", (-0.2, 0.2))),
     ],
+    direct=_k.l1_distance,
 )
 def l1_distance(x, y):
     """L1 distance sum_i |x_i - y_i|; the gradient at 0 is 0.
@@ -262,7 +263,6 @@ def l1_distance(x, y):
     Example:
         >>> loss = dy.l1_distance(prediction, target)
     """
-    return _k.l1_distance(x, y)
 
 
 @op(
@@ -304,6 +304,7 @@ def poisson_loss(log_lambda, x):
     batch="per element (DyNet: unbatched only)",
     reference=_sparsemax_ref,
     cases=[Case([(5,)], batches=_ELEM_BATCHES), Case([(4, 1)], batches=_ELEM_BATCHES)],
+    direct=_kn.sparsemax,
 )
 def sparsemax(x):
     """Sparsemax (Martins & Astudillo 2016): the Euclidean projection of x on
@@ -316,7 +317,6 @@ def sparsemax(x):
     Example:
         >>> attention = dy.sparsemax(scores)
     """
-    return _kn.sparsemax(x)
 
 
 @op(
@@ -327,6 +327,7 @@ def sparsemax(x):
         Case([(5,)], {"target_support": [1, 3]}, batches=_ELEM_BATCHES),
         Case([(4,)], {"target_support": [2]}, batches=_ELEM_BATCHES),
     ],
+    direct=_kn.sparsemax_loss,
 )
 def sparsemax_loss(x, target_support):
     """Sparsemax loss (Martins & Astudillo 2016) of scores x against the
@@ -341,7 +342,6 @@ def sparsemax_loss(x, target_support):
     Example:
         >>> loss = dy.sparsemax_loss(scores, [gold])
     """
-    return _kn.sparsemax_loss(x, target_support)
 
 
 @op(
@@ -352,6 +352,7 @@ def sparsemax_loss(x, target_support):
         Case([(4,), (4,)], domain=("real", (0.3, 0.7))),
         Case([(5,), (5,)], domain=("real", (0.25, 0.5))),
     ],
+    direct=_kn.constrained_softmax,
 )
 def constrained_softmax(x, y):
     """Constrained softmax (Martins & Kreutzer 2017): the softmax of x with
@@ -366,7 +367,6 @@ def constrained_softmax(x, y):
     Example:
         >>> attention = dy.constrained_softmax(scores, 1 - used_attention)
     """
-    return _kn.constrained_softmax(x, y)
 
 
 # ---------------------------------------------------------------- normalisation
@@ -377,6 +377,7 @@ def constrained_softmax(x, y):
     batch="x per element; g, b unbatched (batched g, b: per element)",
     reference=_layer_norm_ref,
     cases=[Case([(4,), (4,), (4,)]), Case([(3, 2), (3, 2), (3, 2)])],
+    direct=_kn.layer_norm,
 )
 def layer_norm(x, g, b):
     """Layer normalisation (Ba et al. 2016) over all elements of each batch
@@ -385,7 +386,6 @@ def layer_norm(x, g, b):
     Example:
         >>> h = dy.layer_norm(W * x, gain, bias)
     """
-    return _kn.layer_norm(x, g, b)
 
 
 @op(
@@ -393,6 +393,7 @@ def layer_norm(x, g, b):
     batch="per element (DyNet: unbatched only); batch 1 broadcasts",
     reference=lambda w, g: g[0] * w / np.sqrt(np.sum(w * w)),
     cases=[Case([(3, 2), (1,)]), Case([(4,), (1,)])],
+    direct=_kn.weight_norm,
 )
 def weight_norm(w, g):
     """Weight normalisation (Salimans & Kingma 2016): w rescaled to norm g.
@@ -401,7 +402,6 @@ def weight_norm(w, g):
     Example:
         >>> W = dy.weight_norm(dy.parameter(V), dy.parameter(g))
     """
-    return _kn.weight_norm(w, g)
 
 
 # ---------------------------------------------------------------- gradient flow
@@ -414,6 +414,7 @@ def weight_norm(w, g):
     # backward is -1 by design, which finite differences cannot agree with:
     # tested in tests/ops/test_loss_errors.py
     cases=[Case([(3, 2)], batches=_ELEM_BATCHES, grad=False)],
+    direct=_kn.flip_gradient,
 )
 def flip_gradient(x):
     """Identity in forward; the gradient flowing back is negated (gradient
@@ -422,7 +423,6 @@ def flip_gradient(x):
     Example:
         >>> domain_scores = classifier(dy.flip_gradient(features))
     """
-    return _kn.flip_gradient(x)
 
 
 @op(
@@ -434,6 +434,7 @@ def flip_gradient(x):
         # lambd != 1 differs from finite differences by design (own test)
         Case([(4,)], {"lambd": 0.5}, batches=_ELEM_BATCHES, grad=False),
     ],
+    direct=_kn.scale_gradient,
 )
 def scale_gradient(x, lambd=1.0):
     """Identity in forward; the gradient flowing back is multiplied by lambd.
@@ -441,7 +442,6 @@ def scale_gradient(x, lambd=1.0):
     Example:
         >>> h = dy.scale_gradient(h, 0.1)
     """
-    return _kn.scale_gradient(x, lambd)
 
 
 @op(
@@ -454,6 +454,7 @@ def scale_gradient(x, lambd=1.0):
         # straight-through differs from finite differences by design (own test)
         Case([(4, 1)], {"gradient_mode": "straight_through_gradient"}, batches=_ELEM_BATCHES, grad=False),
     ],
+    direct=_kn.argmax,
 )
 def argmax(x, gradient_mode):
     """One-hot vector of the (first) maximum of x.
@@ -467,4 +468,3 @@ def argmax(x, gradient_mode):
     Example:
         >>> choice = dy.argmax(scores, gradient_mode="straight_through_gradient")
     """
-    return _kn.argmax(x, gradient_mode)

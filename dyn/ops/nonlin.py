@@ -49,55 +49,51 @@ def _pnls_batch_ref(x, vs):
 # ---------------------------------------------------------------- elementwise
 
 
-@op(formula="y_i = tanh(x_i)", batch="per element", reference=np.tanh, cases=_ELEM)
+@op(formula="y_i = tanh(x_i)", batch="per element", reference=np.tanh, cases=_ELEM, direct=_k.tanh)
 def tanh(x):
     """Hyperbolic tangent, elementwise. Backward uses the output: 1 - y^2.
 
     Example:
         >>> h = dy.tanh(W * x + b)
     """
-    return _k.tanh_(x)
 
 
 @op(formula="y_i = 1 / (1 + exp(-x_i))", batch="per element",
-    reference=lambda x: 1 / (1 + np.exp(-x)), cases=_ELEM)
+    reference=lambda x: 1 / (1 + np.exp(-x)), cases=_ELEM, direct=_k.logistic)
 def logistic(x):
     """Logistic sigmoid, elementwise. Backward uses the output: y (1 - y).
 
     Example:
         >>> gate = dy.logistic(Wg * x + bg)
     """
-    return _k.logistic(x)
 
 
-@op(formula="y_i = max(x_i, 0)", batch="per element", reference=lambda x: np.maximum(x, 0), cases=_ELEM)
+@op(formula="y_i = max(x_i, 0)", batch="per element", reference=lambda x: np.maximum(x, 0), cases=_ELEM,
+    direct=_k.rectify)
 def rectify(x):
     """ReLU, elementwise; the gradient at 0 is 0.
 
     Example:
         >>> h = dy.rectify(W * x + b)
     """
-    return _k.rectify(x)
 
 
-@op(formula="y_i = exp(x_i)", batch="per element", reference=np.exp, cases=_ELEM)
+@op(formula="y_i = exp(x_i)", batch="per element", reference=np.exp, cases=_ELEM, direct=_k.exp)
 def exp(x):
     """Exponential, elementwise. Backward uses the output: dy/dx = y.
 
     Example:
         >>> scores = dy.exp(logits)
     """
-    return _k.exp_(x)
 
 
-@op(formula="y_i = ln(x_i), x_i > 0", batch="per element", reference=np.log, cases=_POS)
+@op(formula="y_i = ln(x_i), x_i > 0", batch="per element", reference=np.log, cases=_POS, direct=_k.log)
 def log(x):
     """Natural logarithm, elementwise (NaN or -inf outside x > 0, as DyNet).
 
     Example:
         >>> ll = dy.log(dy.pick(probs, gold))
     """
-    return _k.log_(x)
 
 
 # ---------------------------------------------------------------- softmax family
@@ -106,7 +102,8 @@ def log(x):
 @op(formula="y = exp(x - max) / sum exp(x - max) along dimension d", batch="per element",
     reference=_softmax_ref,
     cases=[Case([(5,)], batches=_ELEM_BATCHES), Case([(3, 4)], batches=_ELEM_BATCHES),
-           Case([(3, 4)], {"d": 1}, batches=_ELEM_BATCHES), Case([(4, 1)], {"d": 0}, batches=_ELEM_BATCHES)])
+           Case([(3, 4)], {"d": 1}, batches=_ELEM_BATCHES), Case([(4, 1)], {"d": 0}, batches=_ELEM_BATCHES)],
+    direct=_k.softmax)
 def softmax(x, d=0):
     """Softmax over dimension d of a vector or matrix (numerically stable).
 
@@ -117,7 +114,6 @@ def softmax(x, d=0):
     Example:
         >>> probs = dy.softmax(W * h + b)
     """
-    return _k.softmax(x, d)
 
 
 @op(formula="y = x - log sum_i exp(x_i), per column; with restrict, over those entries, others -inf",
@@ -125,7 +121,7 @@ def softmax(x, d=0):
     cases=[Case([(5,)], batches=_ELEM_BATCHES), Case([(3, 4)], batches=_ELEM_BATCHES),
            # the -inf entries make the generated sum(R * y) loss infinite: the
            # restricted gradient is tested in tests/ops/test_nonlin_errors.py
-           Case([(6,)], {"restrict": [0, 2, 5]}, batches=("none",), grad=False)])
+           Case([(6,)], {"restrict": [0, 2, 5]}, batches=("none",), grad=False)], direct=_k.log_softmax)
 def log_softmax(x, restrict=None):
     """Column-wise log-softmax, or over the entries in ``restrict`` only.
 
@@ -138,12 +134,11 @@ def log_softmax(x, restrict=None):
         >>> logp = dy.log_softmax(scores)
         >>> logp_allowed = dy.log_softmax(scores, restrict=[0, 3, 4])
     """
-    return _k.log_softmax(x, restrict)
 
 
 @op(formula="y = log sum_j exp(x_j), elementwise over the list", batch="batch 1 broadcasts",
     reference=lambda *xs: np.logaddexp.reduce(np.stack(xs), axis=0), list_input=True,
-    cases=[Case([(3, 2), (3, 2), (3, 2)]), Case([(4,), (4,)]), Case([(4,)])])
+    cases=[Case([(3, 2), (3, 2), (3, 2)]), Case([(4,), (4,)]), Case([(4,)])], direct=_k.logsumexp)
 def logsumexp(xs):
     """Elementwise log(sum_j exp(xs[j])), numerically stable.
 
@@ -153,12 +148,12 @@ def logsumexp(xs):
     Example:
         >>> alpha_t = dy.logsumexp([alpha + trans for alpha, trans in zip(alphas, transitions)])
     """
-    return _k.logsumexp(xs)
 
 
 @op(formula="y = -log softmax(x)_v = log sum_i exp(x_i) - x_v", batch="x must be unbatched: Dim {1}",
     reference=lambda x, v: _lse(x.reshape(-1), 0) - x.reshape(-1)[v],
-    cases=[Case([(5,)], {"v": 2}, batches=("none",)), Case([(4, 1)], {"v": 0}, batches=("none",))])
+    cases=[Case([(5,)], {"v": 2}, batches=("none",)), Case([(4, 1)], {"v": 0}, batches=("none",))],
+    direct=_k.pickneglogsoftmax)
 def pickneglogsoftmax(x, v):
     """Negative log-softmax of one entry: the cross-entropy loss of class v.
 
@@ -167,14 +162,13 @@ def pickneglogsoftmax(x, v):
     Example:
         >>> loss = dy.pickneglogsoftmax(W * h + b, gold)
     """
-    return _k.pickneglogsoftmax(x, v)
 
 
 @op(formula="y_b = -log softmax(x_b)_{vs[b]}", batch="{1} x len(vs), not summed; x of batch 1 broadcasts",
     reference=_pnls_batch_ref, batch_reference=True,
     cases=[Case([(5,)], lambda bs: {"vs": [(2 * b + 1) % 5 for b in range(bs)]}, batches=("none", "all")),
            # x of batch 1 against three indices: broadcast
-           Case([(4,)], {"vs": [1, 3, 0]}, batches=("none",))])
+           Case([(4,)], {"vs": [1, 3, 0]}, batches=("none",))], direct=_k.pickneglogsoftmax_batch)
 def pickneglogsoftmax_batch(x, vs):
     """Per batch element b, -log softmax(x_b)[vs[b]]: a {1} x B loss (sum it
     with ``dy.sum_batches`` before backward).
@@ -186,7 +180,6 @@ def pickneglogsoftmax_batch(x, vs):
     Example:
         >>> loss = dy.sum_batches(dy.pickneglogsoftmax_batch(W * h + b, golds))
     """
-    return _k.pickneglogsoftmax_batch(x, vs)
 
 
 # ---------------------------------------------------------------- dropout, noise, gradient flow
@@ -195,7 +188,7 @@ def pickneglogsoftmax_batch(x, vs):
 @op(formula="y_i = x_i m_i / (1 - p), m_i ~ Bernoulli(1 - p)", batch="independent mask per batch element",
     reference=lambda x, p: x, random=True,   # E[y] = x; the statistics are in test_nonlin_random.py
     cases=[Case([(4, 3)], {"p": 0.5}, batches=_ELEM_BATCHES, grad=False),
-           Case([(5,)], {"p": 0.0}, batches=_ELEM_BATCHES, grad=False)])
+           Case([(5,)], {"p": 0.0}, batches=_ELEM_BATCHES, grad=False)], direct=_k.dropout)
 def dropout(x, p):
     """Inverted dropout: each element is kept with probability 1 - p and scaled
     by 1 / (1 - p), so E[y] = x. The mask is kept for backward.
@@ -207,12 +200,11 @@ def dropout(x, p):
     Example:
         >>> h = dy.dropout(dy.tanh(W * x + b), 0.3)
     """
-    return _k.dropout(x, p)
 
 
 @op(formula="y_i = x_i + e_i, e_i ~ N(0, stddev^2)", batch="independent noise per batch element",
     reference=lambda x, stddev: x, random=True,   # E[y] = x
-    cases=[Case([(4, 3)], {"stddev": 0.1}, batches=_ELEM_BATCHES, grad=False)])
+    cases=[Case([(4, 3)], {"stddev": 0.1}, batches=_ELEM_BATCHES, grad=False)], direct=_k.noise)
 def noise(x, stddev):
     """Additive Gaussian noise, sampled at forward (train and test alike);
     the gradient passes unchanged.
@@ -220,16 +212,14 @@ def noise(x, stddev):
     Example:
         >>> e = dy.noise(embedding, 0.1)
     """
-    return _k.noise(x, stddev)
 
 
 @op(formula="y = x; dy/dx = 0", batch="per element", reference=lambda x: x,
     # its backward is zero by design, which finite differences cannot agree with
-    cases=[Case([(3, 2)], batches=_ELEM_BATCHES, grad=False)])
+    cases=[Case([(3, 2)], batches=_ELEM_BATCHES, grad=False)], direct=_k.nobackprop)
 def nobackprop(x):
     """Identity in forward; no gradient flows back through it.
 
     Example:
         >>> target = dy.nobackprop(teacher_scores)
     """
-    return _k.nobackprop(x)

@@ -82,6 +82,7 @@ _SHAPES = [(5,), (3, 4), (2, 3, 2)]
         Case([(3, 4)], {"d": [], "b": True}),
         Case([(5,)], {"d": [0], "n": 7}),
     ],
+    direct=_k.sum_dim,
 )
 def sum_dim(x, d, b=False, n=0):
     """Sum over the dims listed in ``d`` (removed from the result), and over
@@ -96,7 +97,6 @@ def sum_dim(x, d, b=False, n=0):
     Example:
         >>> col_sums = dy.sum_dim(M, [0])        # {3,4} -> {4}
     """
-    return _k.sum_dim(x, d, b, n)
 
 
 @op(
@@ -257,6 +257,7 @@ def mean_elems(x):
     batch="per element: {1} x B",
     reference=lambda x: np.array([x.std()]),
     cases=[Case([s], batches=("none", "all")) for s in _SHAPES],
+    direct=_k.std_elems,
 )
 def std_elems(x):
     """Population standard deviation of the elements of each batch element.
@@ -264,7 +265,6 @@ def std_elems(x):
     Example:
         >>> s = dy.std_elems(h)
     """
-    return _k.std_elems(x)
 
 
 @op(
@@ -370,6 +370,7 @@ def mean_batches(x):
     reference=lambda x: x.std(axis=-1, keepdims=True),
     batch_reference=True,
     cases=[Case([s], batches=("none", "all")) for s in _SHAPES],
+    direct=_k.std_batches,
 )
 def std_batches(x):
     """Population standard deviation over the batch dimension.
@@ -377,7 +378,6 @@ def std_batches(x):
     Example:
         >>> s = dy.std_batches(h)
     """
-    return _k.std_batches(x)
 
 
 @op(

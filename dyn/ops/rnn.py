@@ -140,6 +140,7 @@ def lstm_step_c(s):
     batch="unbatched only (a weight)",
     reference=lambda w: w,
     cases=[Case([(8, 2)], batches=("none",))],
+    direct=_k.lstm_step_weight,
 )
 def lstm_step_weight(Wh):
     """The recurrent matrix {4H,H} of a sequence of lstm_step nodes.
@@ -154,4 +155,3 @@ def lstm_step_weight(Wh):
         >>> W = dy.lstm_step_weight(Wh)
         >>> s = dy.lstm_step(P, s, W, col=t)
     """
-    return _k.lstm_step_weight(Wh)

@@ -51,6 +51,7 @@ _CAT = [
     reference=_concat_ref,
     list_input=True,
     cases=_CAT,
+    direct=_k.concatenate,
 )
 def concatenate(xs, d=0):
     """Concatenate a list of expressions along dim ``d``.
@@ -61,7 +62,6 @@ def concatenate(xs, d=0):
     Example:
         >>> h = dy.concatenate([fwd, bwd])       # {2n} from two {n}
     """
-    return _k.concatenate(xs, d, "concatenate")
 
 
 @op(
@@ -70,6 +70,7 @@ def concatenate(xs, d=0):
     reference=lambda *xs: _concat_ref(*xs, d=1),
     list_input=True,
     cases=[Case([(3,), (3,), (3,)]), Case([(3, 2), (3, 1)])],
+    direct=_k.concatenate_cols,
 )
 def concatenate_cols(xs):
     """concatenate(xs, 1): vectors become the columns of a matrix.
@@ -77,7 +78,6 @@ def concatenate_cols(xs):
     Example:
         >>> H = dy.concatenate_cols(states)      # {n, T}
     """
-    return _k.concatenate(xs, 1, "concatenate_cols")
 
 
 @op(
@@ -87,6 +87,7 @@ def concatenate_cols(xs):
     list_input=True,
     batch_reference=True,
     cases=[Case([(3, 2), (3, 2), (3, 2)]), Case([(4,), (4,)])],
+    direct=_k.concatenate_to_batch,
 )
 def concatenate_to_batch(xs):
     """Concatenate along the batch: same per-example dims, batch = sum of batches.
@@ -94,7 +95,6 @@ def concatenate_to_batch(xs):
     Example:
         >>> xb = dy.concatenate_to_batch([x1, x2, x3])   # {n} x 3
     """
-    return _k.concatenate_to_batch(xs)
 
 
 def _transpose_ref(x, dims=(1, 0)):
@@ -145,6 +145,7 @@ def _reshape_ref(x, d, batch_size=1):
         Case([(2, 3)], lambda b: {"d": (3,), "batch_size": 2 * b}, batches=("none", "all")),
         Case([(2,)], lambda b: {"d": (2 * b,)}, batches=("none", "all")),
     ],
+    direct=_k.reshape,
 )
 def reshape(x, d, batch_size=1):
     """Reshape to the tuple ``d`` (data order unchanged; a copy).
@@ -156,7 +157,6 @@ def reshape(x, d, batch_size=1):
     Example:
         >>> m = dy.reshape(v, (3, 4))
     """
-    return _k.reshape(x, d, batch_size)
 
 
 @op(
@@ -169,6 +169,7 @@ def reshape(x, d, batch_size=1):
         Case([(5,)], {"index": 3}, batches=("none", "all")),
         Case([(2, 3, 4)], {"index": 3, "dim": 2}, batches=("none", "all")),
     ],
+    direct=_k.pick,
 )
 def pick(e, index=0, dim=0):
     """Slice ``index`` along ``dim``, removing that dim (a row of a matrix, an
@@ -177,7 +178,6 @@ def pick(e, index=0, dim=0):
     Example:
         >>> p = dy.pick(dy.softmax(s), gold)
     """
-    return _k.pick(e, index, dim)
 
 
 @op(
@@ -192,6 +192,7 @@ def pick(e, index=0, dim=0):
         Case([(3, 4)], lambda b: {"indices": [i % 4 for i in range(b)], "dim": 1}, batches=("none", "all")),
         Case([(5,)], {"indices": [4, 1, 4]}, batches=("none", "all")),
     ],
+    direct=_k.pick_batch,
 )
 def pick_batch(e, indices, dim=0):
     """One slice per batch element (``indices[b]`` for element b); the result
@@ -200,7 +201,6 @@ def pick_batch(e, indices, dim=0):
     Example:
         >>> p = dy.pick_batch(dy.log_softmax(s), gold_labels)
     """
-    return _k.pick_batch(e, indices, dim)
 
 
 @op(
@@ -408,6 +408,7 @@ def select_cols(x, cs):
     batch="batch 1 broadcasts",
     reference=lambda x, y: np.power(x, y[0]),
     cases=[Case([(3, 2), (1,)], domain="positive"), Case([(4,), (1,)], domain=("positive", "real"))],
+    direct=_k.pow,
 )
 def pow(x, y):
     """Elementwise power x ** e, where ``y`` is a single-element expression
@@ -416,7 +417,6 @@ def pow(x, y):
     Example:
         >>> z = dy.pow(x, dy.scalarInput(3.0))
     """
-    return _k.pow(x, y)
 
 
 def _pow(x, y):
