@@ -116,6 +116,14 @@ def test_random_graphs(progs, n, mid, seed):
         np.testing.assert_allclose(b, a, rtol=2e-4, atol=1e-5)
 
 
+def _assert_same(off, on):
+    """Node by node (off) against autobatched (on), each (loss, arrays): the loss to 1e-6
+    relative, every array (gradients, values) to float32 precision."""
+    assert off[0] == pytest.approx(on[0], rel=1e-6)
+    for x, y in zip(off[1], on[1], strict=True):
+        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
+
+
 def _mlp_graph(model, n):
     losses = []
     for k in range(n):
@@ -189,9 +197,7 @@ def test_incremental_forward_and_gradient_of_members():
         loss.backward(full=True)
         res.append((first, loss.value(), [x.gradient() for x in a + b], model.grads()))
     assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
-    assert res[0][1] == pytest.approx(res[1][1], rel=1e-6)
-    for x, y in zip(res[0][2] + res[0][3], res[1][2] + res[1][3]):
-        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
+    _assert_same((res[0][1], res[0][2] + res[0][3]), (res[1][1], res[1][2] + res[1][3]))
 
 
 def test_checkpoint_revert():
@@ -209,9 +215,7 @@ def test_checkpoint_revert():
         loss = dy.esum(keep + more)
         loss.backward()
         res.append((loss.value(), model.grads()))
-    assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
-    for x, y in zip(res[0][1], res[1][1]):
-        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
+    _assert_same(res[0][:2], res[1][:2])
 
 
 def test_check_validity_names_a_member():
@@ -298,9 +302,7 @@ def test_scattered_arguments_are_read_per_member():
         res.append((loss.value(), model.grads(), autobatch_stats()))
     s = res[1][2]
     assert s["args_per_member"] >= 2 and s["args_gathered"] == 0 and s["gathered_bytes"] == 0
-    assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
-    for x, y in zip(res[0][1], res[1][1]):
-        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
+    _assert_same(res[0][:2], res[1][:2])
 
 
 def test_members_are_grouped_by_their_consumers():
@@ -331,6 +333,4 @@ def test_members_are_grouped_by_their_consumers():
     s, batches = res[1][2], res[1][3]
     assert any(len(b) == 2 * n for b in batches), batches  # the x1s and x2s ran as one batch
     assert s["args_gathered"] == 0 and s["gathered_bytes"] == 0, s
-    assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
-    for x, y in zip(res[0][1], res[1][1]):
-        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
+    _assert_same(res[0][:2], res[1][:2])
