@@ -656,7 +656,7 @@ cdef void bwd_part(Graph* g, Node* n, int i) noexcept:
     cdef int b, H = n.dim.d[0], isz = g.itemsize
     cdef Node* a = arg(g, n, 0)
     for b in range(n.dim.bd):
-        _blas.axpy(g.dtype, H, 1.0, <char*>n.g + <size_t>b * H * isz, elem_g(a, b, 2 * H, isz) + <size_t>n.ia[0] * H * isz)
+        _blas.vadd(g.dtype, H, <char*>n.g + <size_t>b * H * isz, elem_g(a, b, 2 * H, isz) + <size_t>n.ia[0] * H * isz)
 
 
 cdef int OP_PART = register_op("tree_state_part", _shape_part, fwd_part, bwd_part)
