@@ -29,11 +29,13 @@ Forward, over the nodes not yet computed up to the requested one:
    earlier batch); else, when the op's kernel reads that argument element by
    element (ABSpec.ptrargs: lstm_step's projection column, the state parts,
    concatenate, the tree nodes' x and children), it is passed per member as an
-   array of element pointers
-   (F_PTRS) and nothing is copied; else it is gathered into one buffer. A
-   pseudo-node (a copy of the
-   first member with batch = the sum of the members') is built in a side table
-   and the op's ordinary kernel runs on it.
+   array of element pointers (F_PTRS) and nothing is copied; else it is
+   gathered into one buffer. An ABA_CATAUX argument (the previous state of the
+   builders' LSTM steps, whose c_t lives in the producer's scratch) always
+   comes per member, its pointers followed by pointers to each member's
+   scratch. A pseudo-node (a copy of the first member with batch = the sum of
+   the members') is built in a side table and the op's ordinary kernel runs on
+   it.
 
 Backward walks the executed units in reverse. A batch's gradient block has the
 same layout as its value block, so the batch's output gradient is read in
@@ -54,7 +56,8 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from dyn._core._graph cimport (
     Graph, Node, Dim, OpKernel, ABSpec, cg, kernel, arg, dim_total, arena_alloc, arena_reserve, mark_live, node_backward,
     exec_node, check_finite, round_up, seed_backward, ab_spec, set_autobatch_engine, node_desc,
-    AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT, ABA_SHARE,
+    AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_AUXHEAD, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT,
+    ABA_SHARE, ABA_CATAUX,
     F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS)
 from dyn._core cimport _blas
 
@@ -564,30 +567,49 @@ cdef inline char* _member_grad(Graph* g, Batch* B, long base, int j, int nid) no
     return <char*>g.nodes[u].g + <size_t>BI[base + 1 + B.m + j] * g.itemsize
 
 
-cdef void** _elem_ptrs(Graph* g, long base, int m, int nel, Batch* B, int nid) except NULL:
+cdef inline long _aux_esz(Graph* g, int u) noexcept:
+    """Scratch items per batch element of node u that an ABA_CATAUX pointer reaches: its
+    AB_AUXHEAD part, or all of it."""
+    cdef Node* n = &g.nodes[u]
+    if ab_spec(n.op).flags & AB_AUXHEAD:
+        return n.ia[5]
+    return n.naux // n.dim.bd
+
+
+cdef void** _elem_ptrs(Graph* g, long base, int m, int nel, Batch* B, int nid, bint withaux) except NULL:
     """The batch elements (nel per member) of an argument passed per member (ABA_PTR; base: its
     argument map in BI: m node ids, m offsets, m lengths in items). B NULL: the values; else the
     gradients of batch B's backward up to node nid, where the kernel adds directly: a member
-    whose argument takes no gradient (or that cg_revert dropped) points at a scratch sink."""
-    cdef int j, e, isz = g.itemsize
+    whose argument takes no gradient (or that cg_revert dropped) points at a scratch sink.
+    withaux (ABA_CATAUX): the m * nel pointers are followed by as many pointers to the elements'
+    aux; in backward the same, or the sink for a member without a gradient."""
+    cdef int j, e, isz = g.itemsize, u
     cdef int* ids = &BI[base + 1]
-    cdef long esz = ids[2 * m] // nel
-    cdef void** pp = <void**>arena_alloc(&g.fx if B == NULL else &g.dx, <size_t>m * nel * sizeof(void*))
+    cdef long esz = ids[2 * m] // nel, asz = 0, n = <long>m * nel
+    cdef void** pp = <void**>arena_alloc(&g.fx if B == NULL else &g.dx,
+                                          <size_t>n * (2 if withaux else 1) * sizeof(void*))
     cdef char* p
     cdef char* sink = NULL
     for j in range(m):
+        u = ids[j]
+        if withaux:
+            asz = _aux_esz(g, u)
         if B == NULL:
-            p = <char*>g.nodes[ids[j]].v + <size_t>ids[m + j] * isz
+            p = <char*>g.nodes[u].v + <size_t>ids[m + j] * isz
         else:
             p = _member_grad(g, B, base, j, nid)
         if p == NULL:
             if sink == NULL:
-                sink = <char*>arena_alloc(&g.dx, <size_t>esz * isz)
+                sink = <char*>arena_alloc(&g.dx, <size_t>(asz if asz > esz else esz) * isz)
             for e in range(nel):
                 pp[j * nel + e] = sink
+                if withaux:
+                    pp[n + j * nel + e] = sink
             continue
         for e in range(nel):
             pp[j * nel + e] = p + <size_t>e * esz * isz
+            if withaux:
+                pp[n + j * nel + e] = <char*>g.nodes[u].aux + <size_t>e * asz * isz
     return pp
 
 
@@ -607,7 +629,7 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     cdef char* aux
     cdef char* p
     cdef char* buf
-    cdef bint contiguous, slice_aux, ptrs
+    cdef bint contiguous, slice_aux, head_aux, ptrs
     cdef int* ids
     cdef int u
     cdef char* q
@@ -631,16 +653,17 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     v = <char*>arena_alloc(&g.fx, <size_t>total * isz)
     aux = <char*>arena_alloc(&g.fx, <size_t>naux * isz) if naux else NULL
     slice_aux = (S.flags & AB_AUXSLICE) != 0
+    head_aux = (S.flags & AB_AUXHEAD) != 0
     o = 0
     L = 0
     k = 0
     for j in range(m):
         n = &g.nodes[mem[j]]
         n.v = v + <size_t>o * isz
-        n.aux = (aux + <size_t>L * isz) if (aux != NULL and slice_aux) else NULL
+        n.aux = (aux + <size_t>L * isz) if (aux != NULL and (slice_aux or head_aux)) else NULL
         n.flags |= F_DONE | F_AB
         o += dim_total(&n.dim)
-        L += n.naux
+        L += <long>n.ia[5] * n.dim.bd if head_aux else n.naux
         BI[memoff + j] = mem[j]
         if nidx:
             memcpy(&BI[idxoff + k], &g.ipool[n.idx_off], n.nidx * sizeof(int))
@@ -672,14 +695,15 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
                 contiguous = False
             p = q + <size_t>L * isz
         a = arg(g, n0, k)
-        ptrs = not contiguous and _ptr_ok(S, k)
-        if contiguous:
+        ptrs = mode == ABA_CATAUX or (not contiguous and _ptr_ok(S, k))
+        if ptrs:                        # the kernel reads each batch element where it lies
+            st_permember += 1
+            if mode != ABA_CATAUX:
+                BI[amap + <long>k * stride] = ABA_PTR
+            buf = <char*>_elem_ptrs(g, amap + <long>k * stride, m, wd0.bd, NULL, 0, mode == ABA_CATAUX)
+        elif contiguous:
             buf = <char*>a.v + <size_t>BI[amap + <long>k * stride + 1 + m] * isz
             st_inplace += 1
-        elif ptrs:                      # the kernel reads each batch element where it lies
-            st_permember += 1
-            BI[amap + <long>k * stride] = ABA_PTR
-            buf = <char*>_elem_ptrs(g, amap + <long>k * stride, m, wd0.bd, NULL, 0)
         else:
             st_gathered += 1
             st_gbytes += tot * isz
@@ -844,6 +868,13 @@ cdef size_t _temp_bytes(Batch* B, int isz) noexcept:
             out += round_up(<size_t>BN[B.pn + 1 + k].dim.bd * sizeof(void*)) + round_up(
                 <size_t>BI[base + 1 + 2 * B.m] * isz)
             continue
+        if BI[base] == ABA_CATAUX:      # the same with the aux pointers (a sink of the larger size)
+            tot = BI[base + 1 + 2 * B.m]
+            for j in range(B.m):
+                if _aux_esz(cg(), BI[base + 1 + j]) > tot:
+                    tot = _aux_esz(cg(), BI[base + 1 + j])
+            out += round_up(<size_t>BN[B.pn + 1 + k].dim.bd * 2 * sizeof(void*)) + round_up(<size_t>tot * isz)
+            continue
         if BI[base] != ABA_CAT:
             continue
         tot = 0
@@ -884,11 +915,11 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
                 if u > nid or not live[u]:
                     A.g = NULL
                 continue
-            if mode == ABA_PTR:         # the members' element gradients, added to in place
+            if mode == ABA_PTR or mode == ABA_CATAUX:   # the members' element gradients, added to in place
                 A.g = NULL
                 for j in range(m):
                     if _member_grad(g, B, base, j, nid) != NULL:
-                        A.g = _elem_ptrs(g, base, m, A.dim.bd // m, B, nid)
+                        A.g = _elem_ptrs(g, base, m, A.dim.bd // m, B, nid, mode == ABA_CATAUX)
                         break
                 continue
             need = 0

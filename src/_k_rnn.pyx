@@ -5,20 +5,31 @@ path, dyn/builders/lstm.py).
 The input projection is NOT done here: the builder computes it for a whole
 sequence in one matrix-matrix product P = b + Wx [x_1 ... x_T] and each step
 reads its column. So a step is: gates from column `col` of P plus Wh h_{t-1},
-the nonlinearities, the cell and the output, all in one pass, and the node's
-value is the stacked state [h_t; c_t] (2H per batch element).
+the nonlinearities, the cell and the output, all in one pass.
+
+Two kinds of node, one kernel:
+- dy.lstm_step (public): the value is the stacked state [h_t; c_t] (2H per
+  batch element); prev is such a [h; c] vector.
+- the builders' steps (lstm_sequence, flag HVAL): the value is h_t alone, so
+  it is the layer's output with no extra node; c_t stays in the node's scratch,
+  where the next step reads it (flag PSTEP: prev is such a node) and adds its
+  gradient back (DCIN, zeroed in forward, read and cleared by the node's own
+  backward, which runs after every reader's). lstm_state_c copies c_t out when
+  a user asks for it.
 
 Gate rows are DyNet's order [i; f; o; g]. args: p, [prev], [Wh], [mask_h], [mask_g]
-ia: 0 col, 1 flags (PREV, MASK_H, MASK_G), 2 T (columns of p), 3 H, 4 h used in place
+ia: 0 col, 1 flags (PREV, MASK_H, MASK_G, HVAL, PSTEP), 2 T (columns of p), 3 H, 4 h used in place
 fa: 0 forget bias
-aux (items, B columns each): gates 4H | tanh(c) H | d 4H | dc H | masked h H | tmp H
+aux: per batch element, the A_* regions below
 """
 from libc.math cimport exp, tanh
 from libc.stdlib cimport malloc, free
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, F_FIXED
 from dyn._core._graph cimport new_node, finish_node
-from dyn._core._graph cimport set_autobatch, AB_ON, AB_ALIAS, ABA_NO, ABA_CAT, ABA_SHARE, F_AB, elem_v, elem_g
+from dyn._core._graph cimport set_autobatch, AB_ON, AB_ALIAS, AB_AUXHEAD, ABA_NO, ABA_CAT, ABA_SHARE, ABA_CATAUX
+from dyn._core._graph cimport F_AB, F_PTRS
+from dyn._core._graph cimport elem_v, elem_g
 from dyn._core._expr cimport noden, finish, wrap, arg_id, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
@@ -60,7 +71,14 @@ cdef enum:
     PREV = 1
     MASK_H = 2
     MASK_G = 4
+    HVAL = 8        # the value is h alone; c_t (and the gradient of c_t from the next step) lives in aux
+    PSTEP = 16      # prev is such an h-valued lstm_step node: h_{t-1} its value, c_{t-1} in its aux
 
+# aux (items): with HVAL first a head of 2H per batch element, [c_t; d c_t from the next step]
+# (DCIN: zeroed in forward, read and cleared by this step's backward; batch members get their
+# elements' part of the head: AB_AUXHEAD, ia[5] = 2H), then regions of B columns each:
+# gates after the nonlinearities 4H | d of the pre-activations 4H | tanh(c_t) H | d c_t H |
+# (masked) h_{t-1} when not read in place H | Wh^T d H
 
 ctypedef struct Step:
     int H, B, T, col, isz, flags
@@ -69,13 +87,14 @@ ctypedef struct Step:
     Node* Wh
     Node* mh
     Node* mg
-    char* G         # gates after the nonlinearities, 4H x B
-    char* TC        # tanh(c_t), H x B
-    char* D         # gradient of the gate pre-activations, 4H x B
-    char* DC        # gradient of c_t, H x B
-    char* HM        # (masked) h_{t-1} when it is not read in place, H x B
-    char* TMP       # H x B
-    char* X         # the h_{t-1} the product reads
+    char* CS        # the head (HVAL)
+    char* G
+    char* D
+    char* TC
+    char* DC
+    char* HM
+    char* TMP
+    char* X         # the h_{t-1} the product reads: prev's value in place, or HM
     int ldx
 
 
@@ -83,8 +102,56 @@ cdef str _name(int flags):
     return "lstm_step_dropout" if flags & (MASK_H | MASK_G) else "lstm_step"
 
 
+cdef inline char* _col4(Step* L, char* region, int b) noexcept nogil:
+    """Batch element b (4H items) of the region G or D."""
+    return region + <size_t>b * 4 * L.H * L.isz
+
+
+cdef inline char* _col1(Step* L, char* region, int b) noexcept nogil:
+    """Batch element b (H items) of the region TC, DC, HM or TMP."""
+    return region + <size_t>b * L.H * L.isz
+
+
+cdef inline char* _head(Step* L, int b) noexcept nogil:
+    """Batch element b's [c_t; DCIN] (HVAL)."""
+    return L.CS + <size_t>b * 2 * L.H * L.isz
+
+
+cdef inline char* _prev_h(Step* L, int b) noexcept nogil:
+    return elem_v(L.prev, b, L.H if L.flags & PSTEP else 2 * L.H, L.isz)
+
+
+cdef inline char* _prev_aux(Node* a, int b, int H, int isz) noexcept nogil:
+    """Batch element b's head [c; DCIN] of an h-valued step a, per member when a batch passes it."""
+    if a.flags & F_PTRS:
+        return (<char**>a.v)[a.dim.bd + b]
+    return <char*>a.aux + (<size_t>b * 2 * H * isz if a.dim.bd > 1 else 0)
+
+
+cdef inline char* _prev_c(Step* L, int b) noexcept nogil:
+    if L.prev == NULL:
+        return NULL
+    if L.flags & PSTEP:
+        return _prev_aux(L.prev, b, L.H, L.isz)
+    return _prev_h(L, b) + <size_t>L.H * L.isz
+
+
+cdef inline char* _prev_gc(Step* L, int b) noexcept nogil:
+    """Where the gradient of c_{t-1} goes: prev's gradient [.; c], or an h-valued prev's DCIN."""
+    cdef Node* a = L.prev
+    if not (L.flags & PSTEP):
+        return elem_g(a, b, 2 * L.H, L.isz) + <size_t>L.H * L.isz
+    if a.flags & F_PTRS:
+        return (<char**>a.g)[a.dim.bd + b] + <size_t>L.H * L.isz
+    return _prev_aux(a, b, L.H, L.isz) + <size_t>L.H * L.isz
+
+
+cdef inline char* _mask(Node* m, int b, int H, int isz) noexcept nogil:
+    return NULL if m == NULL else <char*>m.v + (<size_t>b * H * isz if m.dim.bd > 1 else 0)
+
+
 cdef void _layout(Graph* g, Node* n, Step* L) noexcept:
-    cdef int k = 1, H = n.ia[3], B = n.dim.bd, isz = g.itemsize
+    cdef int k = 1, H = n.ia[3], isz = g.itemsize, B = n.dim.bd
     L.H = H
     L.B = B
     L.T = n.ia[2]
@@ -102,15 +169,16 @@ cdef void _layout(Graph* g, Node* n, Step* L) noexcept:
         k += 1
     if L.flags & MASK_G:
         L.mg = arg(g, n, k)
-    L.G = <char*>n.aux
-    L.TC = L.G + <size_t>4 * H * B * isz
-    L.D = L.TC + <size_t>H * B * isz
-    L.DC = L.D + <size_t>4 * H * B * isz
+    L.CS = <char*>n.aux
+    L.G = L.CS + (<size_t>2 * H * B * isz if L.flags & HVAL else 0)
+    L.D = L.G + <size_t>4 * H * B * isz
+    L.TC = L.D + <size_t>4 * H * B * isz
+    L.DC = L.TC + <size_t>H * B * isz
     L.HM = L.DC + <size_t>H * B * isz
     L.TMP = L.HM + <size_t>H * B * isz
-    if n.ia[4]:      # h_{t-1} is the first H rows of each 2H column of prev
-        L.X = <char*>L.prev.v if L.prev != NULL else NULL
-        L.ldx = 2 * H
+    if n.ia[4] and not (L.prev.flags & F_PTRS):     # h_{t-1} read where prev lies
+        L.X = <char*>L.prev.v
+        L.ldx = H if L.flags & PSTEP else 2 * H
     else:
         L.X = L.HM
         L.ldx = H
@@ -132,7 +200,11 @@ cdef int _shape_step(Graph* g, Node* n) except -1:
     B = p.dim.bd
     if flags & PREV:
         a = arg(g, n, 1)
-        if not looks_like_vector(&a.dim) or a.dim.d[0] != 2 * H:
+        if flags & PSTEP:
+            if a.op != OP_STEP or not (a.ia[1] & HVAL) or a.ia[3] != H:
+                raise ValueError("%s: prev must be an LSTM state of hidden size %d, got %s"
+                                 % (name, H, arg_dims(g, n)))
+        elif not looks_like_vector(&a.dim) or a.dim.d[0] != 2 * H:
             raise ValueError("%s: prev must be the stacked state [h; c] {%d} for hidden size %d, got %s"
                              % (name, 2 * H, H, arg_dims(g, n)))
         if a.dim.bd > 1 and B > 1 and a.dim.bd != B:
@@ -152,181 +224,138 @@ cdef int _shape_step(Graph* g, Node* n) except -1:
                 raise ValueError("%s: batch sizes differ (%s)" % (name, arg_dims(g, n)))
             B = a.dim.bd if a.dim.bd > B else B
     n.dim.nd = 1
-    n.dim.d[0] = 2 * H
+    n.dim.d[0] = H if flags & HVAL else 2 * H
     n.dim.bd = B
     n.ia[2] = T
     n.ia[3] = H
     n.ia[4] = (flags & PREV) != 0 and not (flags & MASK_H) and arg(g, n, 1).dim.bd == B
-    n.naux = <long>B * 12 * H
+    n.ia[5] = 2 * H if flags & HVAL else 0
+    n.naux = <long>B * 12 * H + <long>B * n.ia[5]
     return 0
 
 
-cdef void _gather_h(real* hm, real* prev, int bprev, real* mask, int bmask, int H, int B) noexcept nogil:
-    cdef Py_ssize_t b, j
-    cdef real* ph
-    cdef real* pm
-    for b in range(B):
-        ph = prev + (b * 2 * H if bprev > 1 else 0)
-        if mask == NULL:
-            for j in range(H):
-                hm[b * H + j] = ph[j]
-        else:
-            pm = mask + (b * H if bmask > 1 else 0)
-            for j in range(H):
-                hm[b * H + j] = ph[j] * pm[j]
+cdef void _gather1(real* hm, real* ph, real* m, int H) noexcept nogil:
+    cdef Py_ssize_t j
+    if m == NULL:
+        for j in range(H):
+            hm[j] = ph[j]
+    else:
+        for j in range(H):
+            hm[j] = ph[j] * m[j]
 
 
-cdef void _cell(real* y, real* G, real* TC, real* prev, int bprev, real* mg, int bmg, double fb,
-                int H, int B) noexcept nogil:
-    """Nonlinearities in place on G, then c, tanh(c) and h; y = [h; c] per batch element."""
-    cdef Py_ssize_t b, j
-    cdef real* a
-    cdef real* c
-    cdef real* pc
+cdef void _cell1(real* h, real* c, real* a, real* tc, real* pc, real* mg, double fb, int H) noexcept nogil:
+    """One batch element: the nonlinearities in place on the gates a, then c, tanh(c) and h."""
+    cdef Py_ssize_t j
     cdef real gj
-    for b in range(B):
-        a = G + b * 4 * H
-        if fb != 0:
-            for j in range(H, 2 * H):
-                a[j] += <real>fb
-        if real is float:
-            dyn_logistic_f32(a, a, 3 * H)
-            dyn_tanh_f32(a + 3 * H, a + 3 * H, H)
-        else:
-            for j in range(3 * H):
-                a[j] = 1 / (1 + exp(-a[j]))
-            for j in range(3 * H, 4 * H):
-                a[j] = tanh(a[j])
-        c = y + b * 2 * H + H
-        pc = prev + (b * 2 * H if bprev > 1 else 0) + H if prev != NULL else NULL
+    if fb != 0:
+        for j in range(H, 2 * H):
+            a[j] += <real>fb
+    if real is float:
+        dyn_logistic_f32(a, a, 3 * H)
+        dyn_tanh_f32(a + 3 * H, a + 3 * H, H)
+    else:
+        for j in range(3 * H):
+            a[j] = 1 / (1 + exp(-a[j]))
+        for j in range(3 * H, 4 * H):
+            a[j] = tanh(a[j])
+    for j in range(H):
+        gj = a[3 * H + j]
+        if mg != NULL:
+            gj = gj * mg[j]
+        c[j] = a[j] * gj + (a[H + j] * pc[j] if pc != NULL else 0)
+    if real is float:
+        dyn_tanh_f32(tc, c, H)
+    else:
         for j in range(H):
-            gj = a[3 * H + j]
-            if mg != NULL:
-                gj = gj * mg[(b * H if bmg > 1 else 0) + j]
-            c[j] = a[j] * gj + (a[H + j] * pc[j] if pc != NULL else 0)
-        if real is float:
-            dyn_tanh_f32(TC + b * H, c, H)
-        else:
-            for j in range(H):
-                TC[b * H + j] = tanh(c[j])
-        for j in range(H):
-            y[b * 2 * H + j] = a[2 * H + j] * TC[b * H + j]
+            tc[j] = tanh(c[j])
+    for j in range(H):
+        h[j] = a[2 * H + j] * tc[j]
 
 
 cdef void fwd_step(Graph* g, Node* n) noexcept:
     cdef Step L
-    cdef int b, H4
+    cdef int b, H4, H, isz
+    cdef char* h
+    cdef char* c
     _layout(g, n, &L)
-    H4 = 4 * L.H
+    H, H4, isz = L.H, 4 * L.H, L.isz
     for b in range(L.B):
-        memcpy(L.G + <size_t>b * H4 * L.isz, elem_v(L.p, b, <long>H4 * L.T, L.isz) + <size_t>L.col * H4 * L.isz,
-               <size_t>H4 * L.isz)
-    if L.prev != NULL:
-        if not n.ia[4]:
+        memcpy(_col4(&L, L.G, b), elem_v(L.p, b, <long>H4 * L.T, isz) + <size_t>L.col * H4 * isz, <size_t>H4 * isz)
+        if L.prev != NULL and L.X != <char*>L.prev.v:
             if g.dtype == 0:
-                _gather_h(<float*>L.HM, <float*>L.prev.v, L.prev.dim.bd,
-                          <float*>L.mh.v if L.mh != NULL else NULL, L.mh.dim.bd if L.mh != NULL else 1, L.H, L.B)
+                _gather1(<float*>_col1(&L, L.HM, b), <float*>_prev_h(&L, b), <float*>_mask(L.mh, b, H, isz), H)
             else:
-                _gather_h(<double*>L.HM, <double*>L.prev.v, L.prev.dim.bd,
-                          <double*>L.mh.v if L.mh != NULL else NULL, L.mh.dim.bd if L.mh != NULL else 1, L.H, L.B)
+                _gather1(<double*>_col1(&L, L.HM, b), <double*>_prev_h(&L, b), <double*>_mask(L.mh, b, H, isz), H)
+    if L.prev != NULL:
         if L.B == 1:
-            _gemv(g, b'N', H4, L.H, L.Wh.v, L.X, 1.0, L.G)
+            _gemv(g, b'N', H4, H, L.Wh.v, L.X, 1.0, L.G)
         else:
-            _blas.gemm(g.dtype, b'N', b'N', H4, L.B, L.H, 1.0, L.Wh.v, H4, L.X, L.ldx, 1.0, L.G, H4)
-    if g.dtype == 0:
-        _cell(<float*>n.v, <float*>L.G, <float*>L.TC, <float*>L.prev.v if L.prev != NULL else NULL,
-              L.prev.dim.bd if L.prev != NULL else 1, <float*>L.mg.v if L.mg != NULL else NULL,
-              L.mg.dim.bd if L.mg != NULL else 1, n.fa[0], L.H, L.B)
-    else:
-        _cell(<double*>n.v, <double*>L.G, <double*>L.TC, <double*>L.prev.v if L.prev != NULL else NULL,
-              L.prev.dim.bd if L.prev != NULL else 1, <double*>L.mg.v if L.mg != NULL else NULL,
-              L.mg.dim.bd if L.mg != NULL else 1, n.fa[0], L.H, L.B)
+            _blas.gemm(g.dtype, b'N', b'N', H4, L.B, H, 1.0, L.Wh.v, H4, L.X, L.ldx, 1.0, L.G, H4)
+    for b in range(L.B):
+        if L.flags & HVAL:
+            h = <char*>n.v + <size_t>b * H * isz
+            c = _head(&L, b)
+            memset(c + <size_t>H * isz, 0, <size_t>H * isz)   # DCIN
+        else:
+            h = <char*>n.v + <size_t>b * 2 * H * isz
+            c = h + <size_t>H * isz
+        if g.dtype == 0:
+            _cell1(<float*>h, <float*>c, <float*>_col4(&L, L.G, b), <float*>_col1(&L, L.TC, b), <float*>_prev_c(&L, b),
+                   <float*>_mask(L.mg, b, H, isz), n.fa[0], H)
+        else:
+            _cell1(<double*>h, <double*>c, <double*>_col4(&L, L.G, b), <double*>_col1(&L, L.TC, b),
+                   <double*>_prev_c(&L, b), <double*>_mask(L.mg, b, H, isz), n.fa[0], H)
 
 
-cdef void _dgates(real* D, real* DC, real* gy, real* G, real* TC, real* prev, int bprev, real* mg, int bmg,
-                  int H, int B) noexcept nogil:
-    """D = gradient of the pre-activations, DC = gradient of c_t (from h_t and c_t).
-    Separate branch-free loops so that they vectorise."""
-    cdef Py_ssize_t b, j
-    cdef real* a
-    cdef real* d
-    cdef real* dh
-    cdef real* dc
-    cdef real* t
-    cdef real* pc
-    cdef real* m
+cdef void _dgates1(real* d, real* dc, real* dh, real* dcx, real* a, real* t, real* pc, real* m,
+                   int H) noexcept nogil:
+    """One batch element: d = gradient of the pre-activations, dc = gradient of c_t (from h_t and
+    dcx, the gradient that reached c_t directly). Separate branch-free loops so that they vectorise."""
+    cdef Py_ssize_t j
     cdef real one = 1     # a typed 1: a literal would promote the loops to double
-    for b in range(B):
-        a = G + b * 4 * H
-        d = D + b * 4 * H
-        dh = gy + b * 2 * H
-        dc = DC + b * H
-        t = TC + b * H
+    for j in range(H):
+        dc[j] = dcx[j] + dh[j] * a[2 * H + j] * (one - t[j] * t[j])
+    for j in range(H):
+        d[2 * H + j] = dh[j] * t[j] * a[2 * H + j] * (one - a[2 * H + j])
+    if m == NULL:
         for j in range(H):
-            dc[j] = dh[H + j] + dh[j] * a[2 * H + j] * (one - t[j] * t[j])
+            d[j] = dc[j] * a[3 * H + j] * a[j] * (one - a[j])
+            d[3 * H + j] = dc[j] * a[j] * (one - a[3 * H + j] * a[3 * H + j])
+    else:
         for j in range(H):
-            d[2 * H + j] = dh[j] * t[j] * a[2 * H + j] * (one - a[2 * H + j])
-        if mg == NULL:
-            for j in range(H):
-                d[j] = dc[j] * a[3 * H + j] * a[j] * (one - a[j])
-                d[3 * H + j] = dc[j] * a[j] * (one - a[3 * H + j] * a[3 * H + j])
-        else:
-            m = mg + (b * H if bmg > 1 else 0)
-            for j in range(H):
-                d[j] = dc[j] * a[3 * H + j] * m[j] * a[j] * (one - a[j])
-                d[3 * H + j] = dc[j] * a[j] * m[j] * (one - a[3 * H + j] * a[3 * H + j])
-        if prev == NULL:
-            for j in range(H):
-                d[H + j] = 0
-        else:
-            pc = prev + (b * 2 * H if bprev > 1 else 0) + H
-            for j in range(H):
-                d[H + j] = dc[j] * pc[j] * a[H + j] * (one - a[H + j])
-
-
-cdef void _bwd_prev(real* gprev, int bprev, real* TMP, real* mh, int bmh, real* DC, real* G, int H,
-                    int B) noexcept nogil:
-    """d prev = [(Wh^T d) * mask_h; dc * f] (TMP holds Wh^T d)."""
-    cdef Py_ssize_t b, j
-    cdef real* q
-    cdef real* m
-    cdef real* t
-    cdef real* dc
-    cdef real* f
-    for b in range(B):
-        q = gprev + (b * 2 * H if bprev > 1 else 0)
-        t = TMP + b * H
-        dc = DC + b * H
-        f = G + b * 4 * H + H
-        if mh == NULL:
-            for j in range(H):
-                q[j] += t[j]
-        else:
-            m = mh + (b * H if bmh > 1 else 0)
-            for j in range(H):
-                q[j] += t[j] * m[j]
+            d[j] = dc[j] * a[3 * H + j] * m[j] * a[j] * (one - a[j])
+            d[3 * H + j] = dc[j] * a[j] * m[j] * (one - a[3 * H + j] * a[3 * H + j])
+    if pc == NULL:
         for j in range(H):
-            q[H + j] += dc[j] * f[j]
-
-
-cdef void _bwd_mask_h(real* gm, int bm, real* TMP, real* prev, int bprev, int H, int B) noexcept nogil:
-    cdef Py_ssize_t b, j
-    cdef real* q
-    cdef real* ph
-    for b in range(B):
-        q = gm + (b * H if bm > 1 else 0)
-        ph = prev + (b * 2 * H if bprev > 1 else 0)
+            d[H + j] = 0
+    else:
         for j in range(H):
-            q[j] += TMP[b * H + j] * ph[j]
+            d[H + j] = dc[j] * pc[j] * a[H + j] * (one - a[H + j])
 
 
-cdef void _bwd_mask_g(real* gm, int bm, real* DC, real* G, int H, int B) noexcept nogil:
-    cdef Py_ssize_t b, j
-    cdef real* q
-    for b in range(B):
-        q = gm + (b * H if bm > 1 else 0)
+cdef void _bwd_prev1(real* qh, real* qc, real* t, real* m, real* dc, real* f, int H) noexcept nogil:
+    """d h_{t-1} += (Wh^T d) * mask_h (t holds Wh^T d); d c_{t-1} += dc * f."""
+    cdef Py_ssize_t j
+    if m == NULL:
         for j in range(H):
-            q[j] += DC[b * H + j] * G[b * 4 * H + j] * G[b * 4 * H + 3 * H + j]
+            qh[j] += t[j]
+    else:
+        for j in range(H):
+            qh[j] += t[j] * m[j]
+    for j in range(H):
+        qc[j] += dc[j] * f[j]
+
+
+cdef void _mul_add(real* q, real* x, real* y, real* z, int H) noexcept nogil:
+    """q += x * y (* z when z is not NULL)."""
+    cdef Py_ssize_t j
+    if z == NULL:
+        for j in range(H):
+            q[j] += x[j] * y[j]
+    else:
+        for j in range(H):
+            q[j] += x[j] * y[j] * z[j]
 
 
 cdef void _wh_t_d(Graph* g, Step* L) noexcept:
@@ -336,26 +365,45 @@ cdef void _wh_t_d(Graph* g, Step* L) noexcept:
         _blas.gemm(g.dtype, b'T', b'N', L.H, L.B, 4 * L.H, 1.0, L.Wh.v, 4 * L.H, L.D, 4 * L.H, 0.0, L.TMP, L.H)
 
 
+cdef void _dgates(Graph* g, Node* n, Step* L) noexcept:
+    """The gradients of the pre-activations and of c_t, per batch element, once per backward pass.
+    An h-valued step's DCIN (what the next step gave c_t) is read here and cleared."""
+    cdef int b, H = L.H, isz = L.isz
+    cdef char* dh
+    cdef char* dcx
+    for b in range(L.B):
+        if L.flags & HVAL:
+            dh = <char*>n.g + <size_t>b * H * isz
+            dcx = _head(L, b) + <size_t>H * isz
+        else:
+            dh = <char*>n.g + <size_t>b * 2 * H * isz
+            dcx = dh + <size_t>H * isz
+        if g.dtype == 0:
+            _dgates1(<float*>_col4(L, L.D, b), <float*>_col1(L, L.DC, b), <float*>dh, <float*>dcx,
+                     <float*>_col4(L, L.G, b), <float*>_col1(L, L.TC, b), <float*>_prev_c(L, b),
+                     <float*>_mask(L.mg, b, H, isz), H)
+        else:
+            _dgates1(<double*>_col4(L, L.D, b), <double*>_col1(L, L.DC, b), <double*>dh, <double*>dcx,
+                     <double*>_col4(L, L.G, b), <double*>_col1(L, L.TC, b), <double*>_prev_c(L, b),
+                     <double*>_mask(L.mg, b, H, isz), H)
+        if L.flags & HVAL:
+            memset(dcx, 0, <size_t>H * isz)
+
+
 cdef void bwd_step(Graph* g, Node* n, int i) noexcept:
     cdef Step L
-    cdef int H4, which, first, b
+    cdef int H4, H, which, first, b, isz
     cdef Node* a = arg(g, n, i)
+    cdef char* q
     _layout(g, n, &L)
-    H4 = 4 * L.H
+    H, H4, isz = L.H, 4 * L.H, L.isz
     # D and DC once per backward pass: at the first argument that takes a
     # gradient (backward visits the arguments in order; the others have g NULL)
     first = 0
     while arg(g, n, first).g == NULL:
         first += 1
     if i == first:
-        if g.dtype == 0:
-            _dgates(<float*>L.D, <float*>L.DC, <float*>n.g, <float*>L.G, <float*>L.TC,
-                    <float*>L.prev.v if L.prev != NULL else NULL, L.prev.dim.bd if L.prev != NULL else 1,
-                    <float*>L.mg.v if L.mg != NULL else NULL, L.mg.dim.bd if L.mg != NULL else 1, L.H, L.B)
-        else:
-            _dgates(<double*>L.D, <double*>L.DC, <double*>n.g, <double*>L.G, <double*>L.TC,
-                    <double*>L.prev.v if L.prev != NULL else NULL, L.prev.dim.bd if L.prev != NULL else 1,
-                    <double*>L.mg.v if L.mg != NULL else NULL, L.mg.dim.bd if L.mg != NULL else 1, L.H, L.B)
+        _dgates(g, n, &L)
     if i == 0:
         which = 0
     elif L.prev != NULL and i <= 2:
@@ -366,34 +414,43 @@ cdef void bwd_step(Graph* g, Node* n, int i) noexcept:
         which = 4
     if which == 0:             # column col of each batch element of P (as fwd_step reads it)
         for b in range(L.B):
-            _blas.vadd(g.dtype, H4, L.D + <size_t>b * H4 * L.isz,
-                       elem_g(a, b, <long>H4 * L.T, L.isz) + <size_t>L.col * H4 * L.isz)
+            _blas.vadd(g.dtype, H4, _col4(&L, L.D, b), elem_g(a, b, <long>H4 * L.T, isz) + <size_t>L.col * H4 * isz)
     elif which == 2:           # dWh += d h_{t-1}^T, summed over the batch
         if a.op == OP_WEIGHT:
             pass               # lstm_step_weight does it for every step in one product
         elif L.B == 1:
-            _ger(g, H4, L.H, L.D, L.X, a.g)
+            _ger(g, H4, H, L.D, L.X, a.g)
         else:
-            _blas.gemm(g.dtype, b'N', b'T', H4, L.H, L.B, 1.0, L.D, H4, L.X, L.ldx, 1.0, a.g, H4)
+            _blas.gemm(g.dtype, b'N', b'T', H4, H, L.B, 1.0, L.D, H4, L.X, L.ldx, 1.0, a.g, H4)
     elif which == 4:           # mask_g
-        if g.dtype == 0:
-            _bwd_mask_g(<float*>a.g, a.dim.bd, <float*>L.DC, <float*>L.G, L.H, L.B)
-        else:
-            _bwd_mask_g(<double*>a.g, a.dim.bd, <double*>L.DC, <double*>L.G, L.H, L.B)
+        for b in range(L.B):
+            q = <char*>a.g + (<size_t>b * H * isz if a.dim.bd > 1 else 0)
+            if g.dtype == 0:
+                _mul_add(<float*>q, <float*>_col1(&L, L.DC, b), <float*>_col4(&L, L.G, b),
+                         <float*>(_col4(&L, L.G, b) + <size_t>3 * H * isz), H)
+            else:
+                _mul_add(<double*>q, <double*>_col1(&L, L.DC, b), <double*>_col4(&L, L.G, b),
+                         <double*>(_col4(&L, L.G, b) + <size_t>3 * H * isz), H)
     else:                      # prev or mask_h: both need Wh^T d (computed once, for the first)
         if which == 1 or L.prev.g == NULL:
             _wh_t_d(g, &L)
-        if which == 1:
-            if g.dtype == 0:
-                _bwd_prev(<float*>a.g, a.dim.bd, <float*>L.TMP, <float*>L.mh.v if L.mh != NULL else NULL,
-                          L.mh.dim.bd if L.mh != NULL else 1, <float*>L.DC, <float*>L.G, L.H, L.B)
+        for b in range(L.B):
+            if which == 1:
+                q = elem_g(a, b, H if L.flags & PSTEP else 2 * H, isz)
+                if g.dtype == 0:
+                    _bwd_prev1(<float*>q, <float*>_prev_gc(&L, b), <float*>_col1(&L, L.TMP, b),
+                               <float*>_mask(L.mh, b, H, isz), <float*>_col1(&L, L.DC, b),
+                               <float*>(_col4(&L, L.G, b) + <size_t>H * isz), H)
+                else:
+                    _bwd_prev1(<double*>q, <double*>_prev_gc(&L, b), <double*>_col1(&L, L.TMP, b),
+                               <double*>_mask(L.mh, b, H, isz), <double*>_col1(&L, L.DC, b),
+                               <double*>(_col4(&L, L.G, b) + <size_t>H * isz), H)
             else:
-                _bwd_prev(<double*>a.g, a.dim.bd, <double*>L.TMP, <double*>L.mh.v if L.mh != NULL else NULL,
-                          L.mh.dim.bd if L.mh != NULL else 1, <double*>L.DC, <double*>L.G, L.H, L.B)
-        elif g.dtype == 0:
-            _bwd_mask_h(<float*>a.g, a.dim.bd, <float*>L.TMP, <float*>L.prev.v, L.prev.dim.bd, L.H, L.B)
-        else:
-            _bwd_mask_h(<double*>a.g, a.dim.bd, <double*>L.TMP, <double*>L.prev.v, L.prev.dim.bd, L.H, L.B)
+                q = <char*>a.g + (<size_t>b * H * isz if a.dim.bd > 1 else 0)
+                if g.dtype == 0:
+                    _mul_add(<float*>q, <float*>_col1(&L, L.TMP, b), <float*>_prev_h(&L, b), NULL, H)
+                else:
+                    _mul_add(<double*>q, <double*>_col1(&L, L.TMP, b), <double*>_prev_h(&L, b), NULL, H)
 
 
 cdef int OP_STEP = register_op("lstm_step", _shape_step, fwd_step, bwd_step)
@@ -441,8 +498,8 @@ cdef void bwd_weight(Graph* g, Node* n, int i) noexcept:
         s = &g.nodes[j]
         if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
             _layout(g, s, &L)
-            memcpy(D + <size_t>k * 4 * H * isz, L.D, <size_t>L.B * 4 * H * isz)
             for b in range(L.B):
+                memcpy(D + <size_t>(k + b) * 4 * H * isz, _col4(&L, L.D, b), <size_t>4 * H * isz)
                 memcpy(X + <size_t>(k + b) * H * isz, L.X + <size_t>b * L.ldx * isz, <size_t>H * isz)
             k += L.B
     _blas.gemm(g.dtype, b'N', b'T', 4 * H, H, cols, 1.0, D, 4 * H, X, H, 1.0, w.g, 4 * H)
@@ -458,13 +515,13 @@ def lstm_step_weight(Wh):
 
 
 def lstm_sequence(P, prev, Wh, mask_h, mask_g, int T, double forget_bias):
-    """The builders' loop: lstm_step nodes for columns 0..T-1 of P, each
-    followed by its lstm_step_h node, created here in C. prev None starts
-    without a previous state (Wh and mask_h are then used from the second
-    step on). Returns (states, hs)."""
-    cdef int t, k, flags, nid, s_id = -1, P_id, Wh_id, mh_id = -1, mg_id = -1
+    """The builders' loop: h-valued lstm_step nodes for columns 0..T-1 of P, created here in C.
+    A node's value is h_t; its c_t stays in its scratch, where the next step (and lstm_state_c)
+    reads it. prev: None (start without a previous state; Wh and mask_h are then used from the
+    second step on), such a node, or a stacked state [h; c]. Returns the list of h nodes."""
+    cdef int t, k, flags, nid, s_id = -1, P_id, Wh_id, mh_id = -1, mg_id = -1, pstep = 0
     cdef int ids[5]
-    cdef list states = [], hs = []
+    cdef list hs = []
     cdef Node* n
     for e in (P, Wh):
         expr_arg(e, "lstm_step")
@@ -475,6 +532,8 @@ def lstm_sequence(P, prev, Wh, mask_h, mask_g, int T, double forget_bias):
     P_id, Wh_id = arg_id(P, OP_STEP), arg_id(Wh, OP_STEP)
     if prev is not None:
         s_id = arg_id(prev, OP_STEP)
+        n = g_node(s_id)
+        pstep = n.op == OP_STEP and (n.ia[1] & HVAL) != 0
     if mask_h is not None:
         mh_id = arg_id(mask_h, OP_STEP)
     if mask_g is not None:
@@ -482,9 +541,9 @@ def lstm_sequence(P, prev, Wh, mask_h, mask_g, int T, double forget_bias):
     for t in range(T):
         ids[0] = P_id
         k = 1
-        flags = 0
+        flags = HVAL
         if s_id >= 0:
-            flags = PREV
+            flags |= PREV | (PSTEP if pstep else 0)
             ids[1] = s_id
             ids[2] = Wh_id
             k = 3
@@ -502,13 +561,10 @@ def lstm_sequence(P, prev, Wh, mask_h, mask_g, int T, double forget_bias):
         n.ia[1] = flags
         n.fa[0] = forget_bias
         finish_node(nid)
-        states.append(wrap(nid))
-        s_id = nid
-        nid = new_node(OP_PART, 1, &s_id)      # its h (lstm_step_part, which 0)
-        g_node(nid).ia[1] = 0
-        finish_node(nid)
         hs.append(wrap(nid))
-    return states, hs
+        s_id = nid
+        pstep = 1
+    return hs
 
 
 def lstm_step(p, prev, Wh, mask_h, mask_g, col, forget_bias, str name):
@@ -537,6 +593,48 @@ def lstm_step(p, prev, Wh, mask_h, mask_g, col, forget_bias, str name):
     g_node(nid).ia[1] = flags
     g_node(nid).fa[0] = fb
     return finish(nid)
+
+
+# ---------------------------------------------------------------- lstm_state_c
+# c_t of an h-valued lstm_step node (the builders' states, when c() or s() is asked for):
+# a copy out of its scratch; backward adds into the node's DCIN. It runs alone (not batched).
+
+cdef int _shape_cell(Graph* g, Node* n) except -1:
+    cdef Node* s = arg(g, n, 0)
+    if s.op != OP_STEP or not (s.ia[1] & HVAL):
+        raise ValueError("lstm_state_c: expected an LSTM builder's h_t (an h-valued lstm_step), got %s"
+                         % dim_str(&s.dim))
+    n.dim = s.dim
+    return 0
+
+
+cdef void fwd_cell(Graph* g, Node* n) noexcept:
+    cdef int b, H = n.dim.d[0], isz = g.itemsize
+    cdef Node* s = arg(g, n, 0)
+    for b in range(n.dim.bd):
+        memcpy(<char*>n.v + <size_t>b * H * isz, _prev_aux(s, b, H, isz), <size_t>H * isz)
+
+
+cdef void bwd_cell(Graph* g, Node* n, int i) noexcept:
+    cdef int b, H = n.dim.d[0], isz = g.itemsize
+    cdef Node* s = arg(g, n, 0)
+    for b in range(n.dim.bd):
+        _blas.vadd(g.dtype, H, <char*>n.g + <size_t>b * H * isz, _prev_aux(s, b, H, isz) + <size_t>H * isz)
+
+
+cdef int OP_CELL = register_op("lstm_state_c", _shape_cell, fwd_cell, bwd_cell)
+
+
+def lstm_state_c(h):
+    """c_t of an LSTM builder state whose h_t is an h-valued lstm_step node (lstm_sequence)."""
+    expr_arg(h, "lstm_state_c")
+    return finish(noden(OP_CELL, [h], "lstm_state_c"))
+
+
+def is_state_h(h):
+    """Whether h is an h-valued lstm_step node (its c is lstm_state_c(h); it can be prev)."""
+    cdef Node* n = g_node(arg_id(h, OP_CELL))
+    return n.op == OP_STEP and (n.ia[1] & HVAL) != 0
 
 
 # ---------------------------------------------------------------- lstm_step_h, lstm_step_c
@@ -596,7 +694,9 @@ cdef int _ab_arg_step(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept:
         wd.bd = 1
         return ABA_CAT
     if (flags & PREV) and k == 1:
-        return ABA_CAT if a.dim.bd == n.dim.bd else ABA_NO
+        if a.dim.bd != n.dim.bd:
+            return ABA_NO
+        return ABA_CATAUX if flags & PSTEP else ABA_CAT
     if (flags & PREV) and k == 2:
         return ABA_SHARE
     if a.dim.bd == 1:              # masks: one per builder and graph
@@ -610,6 +710,7 @@ cdef void _ab_fix_step(Graph* g, Node* n) noexcept:
 
 
 # P and the parts' states may come per member (no gathered copy): the kernels read them by element
-set_autobatch(OP_STEP, AB_ON, 0, 0x1a, _ab_arg_step, _ab_fix_step, 1)   # ia: flags, H, h in place
+# (an h-valued prev comes per member with its head [c; DCIN]: ABA_CATAUX, AB_AUXHEAD)
+set_autobatch(OP_STEP, AB_ON | AB_AUXHEAD, 0, 0x1a, _ab_arg_step, _ab_fix_step, 1)   # ia: flags, H, h in place
 set_autobatch(OP_PART, AB_ON, 0, 0x3f, NULL, NULL, 1)
 set_autobatch(OP_WEIGHT, AB_ALIAS)

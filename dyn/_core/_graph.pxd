@@ -97,6 +97,8 @@ cdef enum:
     AB_PARAM = 16      # a parameter: shared by node id, never copied
     AB_AUXSLICE = 32   # aux is laid out per batch element: members get their slice
     AB_SHARE_ODD = 64  # argument 0 and the odd-numbered ones are weights (affine_transform)
+    AB_AUXHEAD = 128   # aux starts with ia[5] items per batch element (state read by other nodes, see
+                       # ABA_CATAUX); batch members get their elements' part of that head
     AB_PTR_ALL = 1u << 31   # ABSpec.ptrargs: every argument
 
 # what an argument of a batch is: copied/adjacent along the batch, or one shared node
@@ -104,6 +106,12 @@ cdef enum:
     ABA_NO = 0         # this node cannot be batched
     ABA_CAT = 1
     ABA_SHARE = 2
+    ABA_CATAUX = 4     # ABA_CAT, always passed per member (F_PTRS) with its members' scratch: after the
+                       # bd value pointers, bd pointers to each element's aux (its AB_AUXHEAD part, or
+                       # naux / bd items);
+                       # in backward, after the gradient pointers, the same aux pointers (a sink for a
+                       # member that takes no gradient). For kernels that read and write state kept
+                       # in their argument's aux (lstm_step's c); the argument's op must be AB_AUXSLICE
 
 ctypedef int (*ab_arg_fn)(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept
 ctypedef void (*ab_fix_fn)(Graph* g, Node* n) noexcept

@@ -52,39 +52,50 @@ def batch_of(x):
 
 
 class LayerState:
-    """One layer's state at one step: h, c (LSTMs) and, on the fused LSTM
-    path, the stacked [h; c] node; missing ones are derived on demand."""
+    """One layer's state at one step: h, c (LSTMs) and the stacked [h; c]
+    node of the public fused step; missing ones are derived on demand. On the
+    builders' fused LSTM path (``fused``) h is an h-valued lstm_step node that
+    keeps c_t in its scratch: the next step reads it there, and c is made
+    (lstm_state_c) only when asked for."""
 
-    __slots__ = ("h", "c", "packed", "H")
+    __slots__ = ("h", "c", "packed", "H", "fused")
 
-    def __init__(self, h=None, c=None, packed=None, H=0):
-        self.h, self.c, self.packed, self.H = h, c, packed, H
+    def __init__(self, h=None, c=None, packed=None, H=0, fused=False):
+        self.h, self.c, self.packed, self.H, self.fused = h, c, packed, H, fused
 
     def get_c(self):
-        if self.c is None and self.packed is not None:
-            self.c = _k_rnn.lstm_step_part(self.packed, 1, "lstm_step_c")
+        if self.c is None:
+            if self.fused:
+                self.c = _k_rnn.lstm_state_c(self.h)
+            elif self.packed is not None:
+                self.c = _k_rnn.lstm_step_part(self.packed, 1, "lstm_step_c")
         return self.c
 
     def get_packed(self):
         if self.packed is None:
-            self.packed = dy.concatenate([self.h, self.c])
+            self.packed = dy.concatenate([self.h, self.get_c()])
         return self.packed
+
+    def step_prev(self):
+        """What a fused LSTM step takes as its previous state: the h-valued node itself, or [h; c]."""
+        return self.h if self.fused else self.get_packed()
 
 
 class LayerRun:
-    """One layer's run over a sequence on the fused LSTM path: its h nodes and
-    its packed [h; c] nodes. Indexing or iterating gives LayerState objects,
-    made on first use: transduce only needs the h list, so it makes none."""
+    """One layer's run over a sequence on the fused LSTM path: its h nodes
+    (h-valued lstm_step nodes). Indexing or iterating gives LayerState
+    objects, made on first use: transduce only needs the h list, so it makes
+    none."""
 
-    __slots__ = ("hs", "packed", "H", "_states")
+    __slots__ = ("hs", "H", "_states")
 
-    def __init__(self, hs, packed, H):
-        self.hs, self.packed, self.H, self._states = hs, packed, H, None
+    def __init__(self, hs, H):
+        self.hs, self.H, self._states = hs, H, None
 
     def states(self):
         if self._states is None:
             H = self.H
-            self._states = [LayerState(h, None, p, H) for h, p in zip(self.hs, self.packed)]
+            self._states = [LayerState(h, None, None, H, True) for h in self.hs]
         return self._states
 
     def __getitem__(self, t):

@@ -25,8 +25,11 @@ The standard LSTM (VanillaLSTMBuilder, per layer, gate rows [i; f; o; g])
     c_t = f * c_{t-1} + i * g,   h_t = o * tanh(c_t)
 
 Fast path: a whole input list is projected in one matrix-matrix product
-``b + W_x [x_1 .. x_T]`` and each step is one fused ``dy.lstm_step`` node
-(gates, cell and output; value [h; c]) plus ``pick_range`` for h. Layer norm
+``b + W_x [x_1 .. x_T]`` and each step is one fused lstm_step node (gates,
+cell and output) whose value is h_t, the layer's output; c_t stays in the
+node's scratch for the next step (src/_k_rnn.pyx), and ``s()``/``c()`` copy
+it out only when asked for. With zoneout the steps are the public
+``dy.lstm_step`` (value [h; c]) and ``dy.lstm_step_h``. Layer norm
 (``ln_lstm=True``) runs composed from plain operations. The training tricks
 (dropout variants, zoneout, DropConnect, learned initial state, stacked sum)
 are described in dyn/builders/rnn.py.
@@ -125,12 +128,11 @@ class VanillaLSTMBuilder(RNNBuilderBase):
             return self._run_ln(layer, Wx * X, len(xs), Wh, b, prev, m)
         P, T, H = dy.affine_transform([b, Wx, X]), len(xs), self.hidden_dim
         Wh = self._step_weight(layer, Wh, m)
-        s, fb, zone = (prev.get_packed() if prev is not None else None), self.forget_bias, self.zoneout
-        mh, mg = m["h"], m["g"]
+        fb, zone, mh, mg = self.forget_bias, self.zoneout, m["h"], m["g"]
         if max(zone) <= 0:  # the node-creating loop runs in C
-            states, hs = _k_rnn.lstm_sequence(P, s, Wh, mh, mg, T, fb)
-            return LayerRun(hs, states, H)
-        out = []
+            s = prev.step_prev() if prev is not None else None
+            return LayerRun(_k_rnn.lstm_sequence(P, s, Wh, mh, mg, T, fb), H)
+        s, out = (prev.get_packed() if prev is not None else None), []
         for t in range(T):
             if s is None:
                 sn = _k_rnn.lstm_step(P, None, None, None, mg, t, fb, "lstm_step")
@@ -146,9 +148,9 @@ class VanillaLSTMBuilder(RNNBuilderBase):
             return super()._step1(layer, x, prev, m)
         Wx, Wh, b, x = self._layer_inputs(layer, x, m)
         P, Wh = dy.affine_transform([b, Wx, x]), self._step_weight(layer, Wh, m)
-        s = prev.get_packed() if prev is not None else None
-        states, hs = _k_rnn.lstm_sequence(P, s, Wh, m["h"], m["g"], 1, self.forget_bias)
-        return LayerState(hs[0], None, states[0], self.hidden_dim)
+        s = prev.step_prev() if prev is not None else None
+        hs = _k_rnn.lstm_sequence(P, s, Wh, m["h"], m["g"], 1, self.forget_bias)
+        return LayerState(hs[0], None, None, self.hidden_dim, True)
 
     def _fb_vector(self, layer):
         d = self._derived(layer)

@@ -167,3 +167,35 @@ def test_softmax_builders(float64):
         return out
 
     _compare(make, run)
+
+
+@pytest.mark.parametrize("style", ["add_inputs", "add_input"])
+def test_lstm_states(style, float64):
+    """The fused LSTM's states (h-valued steps, c kept in their scratch) under batching: c()
+    and s() of a middle state read by the loss, that state continued with one more input
+    (its c read from another batch's scratch), two layers, recurrent dropout, and sequences
+    of different lengths (members drop out of the step batches)."""
+
+    def make(m):
+        b = dy.VanillaLSTMBuilder(2, D, H, m)
+        b.set_dropouts(0.2, 0.3)
+        return b
+
+    def run(rnn, E, rng):
+        out = []
+        for s in _seqs(rng, 6):
+            xs, st = [E[w] for w in s], rnn.initial_state()
+            if style == "add_inputs":
+                states = st.add_inputs(xs)
+            else:
+                states = []
+                for x in xs:
+                    st = st.add_input(x)
+                    states.append(st)
+            mid = states[len(states) // 2]
+            out.append(dy.sum_elems(dy.cmult(states[-1].output(), states[-1].output())))
+            out.append(dy.esum([dy.sum_elems(e) for e in mid.s()]))
+            out.append(dy.sum_elems(mid.add_input(E[int(s[0])]).s()[1]))  # its c of layer 2
+        return out
+
+    _compare(make, run)

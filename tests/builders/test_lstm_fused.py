@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
+from dyn._core import _autobatch, _k_rnn
 
 H, T, B = 3, 4, 2
 RNG = np.random.RandomState(20)
@@ -117,3 +118,118 @@ def test_errors_name_the_op_and_leave_the_graph_usable(float64):
         dy.lstm_step_weight(dy.inputTensor(np.zeros((5, 2))))
     s = dy.lstm_step(P, prev, Wh, col=2)
     assert s.dim() == ((2 * H,), 1) and np.all(np.isfinite(s.npvalue()))
+
+
+# ---------------------------------------------------------------- the builders' h-valued steps
+# lstm_sequence makes steps whose value is h_t; c_t stays in the node's scratch, where the next
+# step reads it and adds its gradient back, and lstm_state_c copies it out.
+
+
+def _public_chain(P, prev, Wh, mh, mg, cols, fb):
+    out, s = [], prev
+    for t in cols:
+        first = s is None
+        s = dy.lstm_step_dropout(
+            P, s, None if first else Wh, None if first else mh, mg, col=t, forget_bias=fb
+        )
+        out.append(s)
+    return out
+
+
+@pytest.mark.parametrize("bds", [(1, 1, 1), (B, B, B), (1, B, 1), (B, 1, B), (B, B, 1), (1, 1, B)])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("start", ["none", "packed"])
+def test_h_valued_steps_equal_the_public_step(float64, bds, masked, start):
+    """Every h and c (lstm_state_c) of a sequence and of a second one that continues from its
+    step 1 (prev an h-valued step made by another call) equal the public [h; c] steps, and
+    check_grad passes on a loss that reads every h and some of the c."""
+    bp, bprev, bmask = bds
+    P, Q = _tensor((4 * H, T), bp), _tensor((4 * H, 2), bp)
+    prev = _tensor((2 * H,), bprev) if start == "packed" else None
+    Wh = dy.inputTensor(RNG.uniform(-1, 1, (4 * H, H)))
+    mh, mg = (_tensor((H,), bmask), _tensor((H,), bmask)) if masked else (None, None)
+    W = dy.lstm_step_weight(Wh)
+    hs = _k_rnn.lstm_sequence(P, prev, W, mh, mg, T, 0.5)
+    hs2 = _k_rnn.lstm_sequence(Q, hs[1], W, mh, mg, 2, 0.5)
+    cs = [_k_rnn.lstm_state_c(h) for h in hs + hs2]
+    ref = _public_chain(P, prev, Wh, mh, mg, range(T), 0.5)
+    ref += _public_chain(Q, ref[1], Wh, mh, mg, range(2), 0.5)
+    for k, (h, c, r) in enumerate(zip(hs + hs2, cs, ref)):
+        assert h.dim()[0] == (H,)
+        np.testing.assert_allclose(
+            dy.concatenate([h, c]).npvalue(), r.npvalue(), rtol=1e-12, atol=1e-14, err_msg="step %d" % k
+        )
+    read = hs + hs2 + [cs[0], cs[3], cs[-1]]
+    n = max(bds)
+    loss = dy.sum_batches(dy.esum([dy.sum_elems(dy.cmult(x, _tensor((H,), n))) for x in read]))
+    assert dy.check_grad(loss) == []
+
+
+@pytest.mark.parametrize("autobatching", [False, True])
+def test_h_valued_steps_backward_twice(float64, autobatching):
+    """A second backward pass over the same graph gives the same gradients: the c gradient a
+    step receives from the next one (kept in its scratch) is consumed by each pass."""
+    m = dy.ParameterCollection()
+    Wx, Wh = m.add_parameters((4 * H, 2)), m.add_parameters((4 * H, H))
+    dy.renew_cg(autobatching=autobatching)
+    losses = []
+    for n in (3, 5, 2):
+        P = Wx * dy.inputTensor(RNG.uniform(-1, 1, (2, n)))
+        hs = _k_rnn.lstm_sequence(P, None, dy.lstm_step_weight(Wh), None, None, n, 1.0)
+        losses.append(dy.sum_elems(hs[-1]) + dy.sum_elems(_k_rnn.lstm_state_c(hs[n // 2])))
+    loss = dy.esum(losses)
+    got = []
+    for _ in range(2):
+        for p in (Wx, Wh):
+            p.scale_gradient(0.0)
+        loss.backward()
+        got.append([Wx.grad_as_array(), Wh.grad_as_array()])
+    assert np.abs(got[0][1]).max() > 0
+    for a, b in zip(got[0], got[1]):
+        np.testing.assert_allclose(b, a, rtol=1e-12)
+
+
+def _nid(e):
+    return int(repr(e).split()[1].split("/")[0])
+
+
+def test_h_valued_steps_batched_with_a_constant_prev(float64):
+    """Under autobatching, a step whose previous state takes no gradient (a sequence over
+    constant inputs and a constant Wh, continued on trainable ones) runs in one batch with
+    a step whose previous state does: gradients equal the node-by-node engine's, twice over."""
+    Whv, P0 = RNG.uniform(-1, 1, (4 * H, H)), RNG.uniform(-1, 1, (4 * H, 2))
+    Wxv, Xv = RNG.uniform(-1, 1, (4 * H, 2)), [RNG.uniform(-1, 1, (2, n)) for n in (3, 4)]
+    res = []
+    for ab in (False, True):
+        m = dy.ParameterCollection()
+        Wx = m.add_parameters((4 * H, 2), init=Wxv)
+        dy.renew_cg(autobatching=ab)
+        W = dy.lstm_step_weight(dy.inputTensor(Whv))
+        h0 = _k_rnn.lstm_sequence(dy.inputTensor(P0), None, W, None, None, 2, 1.0)
+        a = _k_rnn.lstm_sequence(Wx * dy.inputTensor(Xv[0]), h0[-1], W, None, None, 3, 1.0)
+        b = _k_rnn.lstm_sequence(Wx * dy.inputTensor(Xv[1]), None, W, None, None, 4, 1.0)
+        loss = dy.sum_elems(a[-1]) + dy.sum_elems(b[-1]) + dy.sum_elems(_k_rnn.lstm_state_c(a[0]))
+        v, gs = loss.value(), []
+        for _ in range(2):
+            Wx.scale_gradient(0.0)
+            loss.backward()
+            gs.append(Wx.grad_as_array())
+        np.testing.assert_allclose(gs[1], gs[0], rtol=1e-12)
+        if ab:  # a's first step (prev h0[-1], no gradient) ran in one batch with a step of b
+            bs = {_nid(x) for x in b}
+            assert any(_nid(a[0]) in bt and bs & set(bt) for bt in _autobatch.batches())
+        res.append((v, gs[0]))
+    assert res[1][0] == pytest.approx(res[0][0], rel=1e-12)
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-10, atol=1e-13)
+
+
+def test_h_valued_step_errors():
+    P = dy.inputTensor(np.zeros((4 * H, T)))
+    Wh = dy.inputTensor(np.zeros((4 * H, H)))
+    with pytest.raises(ValueError, match="lstm_state_c: expected"):
+        _k_rnn.lstm_state_c(dy.inputVector(np.zeros(H)))
+    h = _k_rnn.lstm_sequence(P, None, Wh, None, None, 1, 1.0)[0]
+    with pytest.raises(ValueError, match="lstm_step: prev must be an LSTM state of hidden size 4"):
+        _k_rnn.lstm_sequence(
+            dy.inputTensor(np.zeros((16, 1))), h, dy.inputTensor(np.zeros((16, 4))), None, None, 1, 1.0
+        )
