@@ -334,3 +334,38 @@ def test_members_are_grouped_by_their_consumers():
     assert any(len(b) == 2 * n for b in batches), batches  # the x1s and x2s ran as one batch
     assert s["args_gathered"] == 0 and s["gathered_bytes"] == 0, s
     _assert_same(res[0][:2], res[1][:2])
+
+
+def test_lstm_steps_with_dropped_batch_members():
+    """The builders' LSTM steps (c_t in the step's scratch, read per member by the next step)
+    when cg_revert dropped some members of their batches: the kept sequences' loss and
+    gradients are those of the unbatched graph."""
+    model = Model()
+    res = []
+    for ab in (False, True):
+        model.zero_grads()
+        m = dy.ParameterCollection()
+        lstm = dy.VanillaLSTMBuilder(1, D, 3, m)
+        rs = np.random.RandomState(1)
+        for p in m.parameters_list():
+            p.set_value(rs.uniform(-0.5, 0.5, size=p.shape()))
+
+        def seqs(lengths, start):
+            out = []
+            for k, n in enumerate(lengths):
+                st = lstm.initial_state().add_inputs([model.E[(start + k + t) % 10] for t in range(n)])
+                out.append(dy.sum_elems(st[-1].output()) + dy.sum_elems(st[n // 2].s()[0]))
+            return out
+
+        dy.renew_cg(autobatching=ab)
+        keep = seqs([3, 5, 2], 0)
+        dy.cg_checkpoint()
+        drop = seqs([4, 5], 3)
+        dy.esum(keep + drop).value()  # step batches mix kept and dropped sequences
+        dy.cg_revert()
+        loss = dy.esum(keep + seqs([2, 4], 5))
+        loss.backward()
+        grads = [p.grad_as_array() for p in m.parameters_list()]
+        res.append((loss.value(), model.grads() + grads, _autobatch.batches() if ab else None))
+    assert any(-1 in b for b in res[1][2])  # a batch lost members to cg_revert
+    _assert_same(res[0][:2], res[1][:2])
