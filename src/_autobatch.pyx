@@ -871,8 +871,7 @@ cdef size_t _temp_bytes(Batch* B, int isz) noexcept:
         if BI[base] == ABA_CATAUX:      # the same with the aux pointers (a sink of the larger size)
             tot = BI[base + 1 + 2 * B.m]
             for j in range(B.m):
-                if _aux_esz(cg(), BI[base + 1 + j]) > tot:
-                    tot = _aux_esz(cg(), BI[base + 1 + j])
+                tot = max(tot, _aux_esz(cg(), BI[base + 1 + j]))
             out += round_up(<size_t>BN[B.pn + 1 + k].dim.bd * 2 * sizeof(void*)) + round_up(<size_t>tot * isz)
             continue
         if BI[base] != ABA_CAT:

@@ -8,7 +8,7 @@ whole batch), and its backward is fused likewise.
 Gate rows are in DyNet's order [i; f; o; g]: i, f, o sigmoid (f with a
 forget bias of 1 inside), g tanh.
 """
-from libc.math cimport exp, tanh
+from libc.math cimport tanh
 from libc.string cimport memcpy
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_cols, dim_str, arg, rand_normal)
@@ -16,11 +16,10 @@ from dyn._core._graph cimport set_autobatch, AB_ON, ABA_NO, ABA_CAT, ABA_SHARE
 from dyn._core._expr cimport noden, node2, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
-from dyn._core._kutil cimport arg_dims, batch_ptr, expr_arg, g_node, looks_like_vector
+from dyn._core._kutil cimport arg_dims, batch_ptr, expr_arg, g_node, looks_like_vector, lstm_gate_act
 
 cdef extern from "_fastmath.h" nogil:
     void dyn_tanh_f32(float* y, const float* x, long n)
-    void dyn_logistic_f32(float* y, const float* x, long n)
 
 # ---------------------------------------------------------------- helpers
 
@@ -158,20 +157,9 @@ cdef void _add_noise(Graph* g, void* y, void* x, long m, double sd) noexcept:
 
 cdef void _act(real* y, int H, int B) noexcept nogil:
     # i, f, o sigmoid (f with DyNet's forget bias 1), g tanh
-    cdef int b, i
-    cdef real* p
+    cdef int b
     for b in range(B):
-        p = y + <long>b * 4 * H
-        for i in range(H, 2 * H):
-            p[i] += 1
-        if real is float:
-            dyn_logistic_f32(p, p, 3 * H)
-            dyn_tanh_f32(p + 3 * H, p + 3 * H, H)
-        else:
-            for i in range(3 * H):
-                p[i] = 1 / (1 + exp(-p[i]))
-            for i in range(3 * H, 4 * H):
-                p[i] = tanh(p[i])
+        lstm_gate_act(y + <long>b * 4 * H, H, 1.0)
 
 
 cdef void _gather(Graph* g, Node* n, Gates* L, char* buf, int first, int last, int size, Node* mask) noexcept:

@@ -20,9 +20,9 @@ Two kinds of node, one kernel:
 Gate rows are DyNet's order [i; f; o; g]. args: p, [prev], [Wh], [mask_h], [mask_g]
 ia: 0 col, 1 flags (PREV, MASK_H, MASK_G, HVAL, PSTEP), 2 T (columns of p), 3 H, 4 h used in place
 fa: 0 forget bias
-aux: per batch element, the A_* regions below
+aux: a per-element head (HVAL), then regions of B columns each (see Step)
 """
-from libc.math cimport exp, tanh
+from libc.math cimport tanh
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, F_FIXED
@@ -33,11 +33,10 @@ from dyn._core._graph cimport elem_v, elem_g
 from dyn._core._expr cimport noden, finish, wrap, arg_id, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
-from dyn._core._kutil cimport arg_dims, expr_arg, g_node, looks_like_vector, index_arg, number_arg
+from dyn._core._kutil cimport arg_dims, expr_arg, g_node, looks_like_vector, index_arg, number_arg, lstm_gate_act
 
 cdef extern from "_fastmath.h" nogil:
     void dyn_tanh_f32(float* y, const float* x, long n)
-    void dyn_logistic_f32(float* y, const float* x, long n)
 
 cdef extern from "_smallblas.h" nogil:
     void dyn_gemv_n_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
@@ -248,17 +247,7 @@ cdef void _cell1(real* h, real* c, real* a, real* tc, real* pc, real* mg, double
     """One batch element: the nonlinearities in place on the gates a, then c, tanh(c) and h."""
     cdef Py_ssize_t j
     cdef real gj
-    if fb != 0:
-        for j in range(H, 2 * H):
-            a[j] += <real>fb
-    if real is float:
-        dyn_logistic_f32(a, a, 3 * H)
-        dyn_tanh_f32(a + 3 * H, a + 3 * H, H)
-    else:
-        for j in range(3 * H):
-            a[j] = 1 / (1 + exp(-a[j]))
-        for j in range(3 * H, 4 * H):
-            a[j] = tanh(a[j])
+    lstm_gate_act(a, H, fb)
     for j in range(H):
         gj = a[3 * H + j]
         if mg != NULL:
@@ -629,12 +618,6 @@ def lstm_state_c(h):
     """c_t of an LSTM builder state whose h_t is an h-valued lstm_step node (lstm_sequence)."""
     expr_arg(h, "lstm_state_c")
     return finish(noden(OP_CELL, [h], "lstm_state_c"))
-
-
-def is_state_h(h):
-    """Whether h is an h-valued lstm_step node (its c is lstm_state_c(h); it can be prev)."""
-    cdef Node* n = g_node(arg_id(h, OP_CELL))
-    return n.op == OP_STEP and (n.ia[1] & HVAL) != 0
 
 
 # ---------------------------------------------------------------- lstm_step_h, lstm_step_c

@@ -1,6 +1,12 @@
 # Helpers shared by the kernel families (src/_k_*.pyx): argument checks that
 # name the public operation, and the batch rule of most ops.
+from libc.math cimport exp, tanh
 from dyn._core._graph cimport Graph, Node, Dim, cg, dim_size
+from dyn._core._bcast cimport real
+
+cdef extern from "_fastmath.h" nogil:
+    void dyn_tanh_f32(float* y, const float* x, long n)
+    void dyn_logistic_f32(float* y, const float* x, long n)
 
 
 cdef inline Node* g_node(int nid) noexcept:
@@ -15,6 +21,23 @@ cdef inline long batch_off(Node* a, int b, long s) noexcept nogil:
 cdef inline char* batch_ptr(void* p, int b, int bd, long size, int isz) noexcept nogil:
     """Batch element b of a tensor of bd elements of `size` items (bd 1 broadcasts)."""
     return <char*>p + (<size_t>b * size * isz if bd > 1 else 0)
+
+
+cdef inline void lstm_gate_act(real* a, int H, double forget_bias) noexcept nogil:
+    """An LSTM's gates [i; f; o; g] (4H pre-activations, in place): i, f + forget_bias and o
+    through the logistic, g through tanh."""
+    cdef Py_ssize_t j
+    if forget_bias != 0:
+        for j in range(H, 2 * H):
+            a[j] += <real>forget_bias
+    if real is float:
+        dyn_logistic_f32(a, a, 3 * H)
+        dyn_tanh_f32(a + 3 * H, a + 3 * H, H)
+    else:
+        for j in range(3 * H):
+            a[j] = 1 / (1 + exp(-a[j]))
+        for j in range(3 * H, 4 * H):
+            a[j] = tanh(a[j])
 
 
 cdef inline bint looks_like_vector(const Dim* d) noexcept nogil:
