@@ -112,8 +112,10 @@ def cg_checkpoint():
 
 
 def cg_revert():
-    """Remove the nodes added since the last cg_checkpoint() (expressions made
-    since then must not be used again)."""
+    """Remove the nodes added since the last cg_checkpoint(). Expressions made
+    since then are dead: using one raises (``e.is_alive()`` tells), even after
+    a new node has taken its id. Builders make what they cached since then
+    again."""
     _graph.revert()
 
 

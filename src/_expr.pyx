@@ -2,8 +2,10 @@
 """Expression objects, leaf nodes (inputs, constants, parameters, lookups),
 the parameter pool, and values read back to Python.
 
-An Expression is (graph version, node id): two machine words. Using one from
-an earlier graph raises instead of silently reading another node.
+An Expression is a node id and the node's serial (unique over the process).
+Using one from an earlier graph, or one whose node cg_revert() dropped (and
+another node may have taken its id), raises instead of silently reading
+another node.
 """
 import numpy as np
 cimport numpy as cnp
@@ -27,15 +29,33 @@ cdef class Expression:
     """A node of the current computation graph (DyNet's Expression)."""
 
     cdef int node_id(self, bint as_arg) except -1:
-        if self.ver != cg().version:
-            if as_arg:
-                raise ValueError(
-                    "Attempt to use a stale expression (node %d of graph %d; the current "
-                    "graph is %d: renew_cg() was called since)" % (self.nid, self.ver, cg().version))
-            raise RuntimeError(
-                "Stale Expression: node %d belongs to graph %d, but renew_cg() has made "
-                "graph %d" % (self.nid, self.ver, cg().version))
-        return self.nid
+        cdef Graph* g = cg()
+        if self.nid < g.n and g.nodes[self.nid].serial == self.serial:
+            return self.nid
+        if self.serial >= g.serial0:
+            msg = ("node %d was dropped by cg_revert() (it was made after the cg_checkpoint() "
+                   "that was reverted)" % self.nid)
+        else:
+            msg = ("node %d of graph %d; the current graph is %d: renew_cg() was called since"
+                   % (self.nid, self.ver, g.version))
+        if as_arg:
+            raise ValueError("Attempt to use a stale expression (%s)" % msg)
+        raise RuntimeError("Stale Expression: %s" % msg)
+
+    cdef void _set_node(self, int nid) noexcept:
+        cdef Graph* g = cg()
+        self.ver = g.version
+        self.serial = g.nodes[nid].serial
+        self.nid = nid
+
+    cdef bint _alive(self) noexcept:
+        cdef Graph* g = cg()
+        return self.nid < g.n and g.nodes[self.nid].serial == self.serial
+
+    def is_alive(self):
+        """Whether this expression's node is still in the graph (not dropped by
+        renew_cg() or cg_revert()); using a dead one raises."""
+        return self._alive()
 
     def __repr__(self):
         return "expression %d/%d" % (self.nid, self.ver)
@@ -152,9 +172,27 @@ def bind_operator(str name, fn):
 
 cdef Expression wrap(int nid):
     cdef Expression e = Expression.__new__(Expression)
-    e.ver = cg().version
-    e.nid = nid
+    e._set_node(nid)
     return e
+
+
+def all_alive(obj):
+    """Whether every Expression in obj (an Expression, None, or lists, tuples and
+    dicts of them, nested) is still in the graph: what caches expressions across
+    calls (the builders) checks after cg_revert()."""
+    if obj is None:
+        return True
+    if isinstance(obj, Expression):
+        return (<Expression>obj)._alive()
+    if isinstance(obj, dict):
+        obj = obj.values()
+    elif not isinstance(obj, (list, tuple)):
+        raise TypeError("all_alive: expected Expressions in lists, tuples or dicts, got %s"
+                        % type(obj).__name__)
+    for x in obj:
+        if not all_alive(x):
+            return False
+    return True
 
 
 cdef int arg_id(object x, int op=-1) except -1:
@@ -314,8 +352,7 @@ def make_input(object data, tuple shape, int bd, bint settable=True):
     n.dim = d
     n.flags = F_CONST | F_FIXED
     cdef InputExpression e = InputExpression.__new__(InputExpression)
-    e.ver = cg().version
-    e.nid = nid
+    e._set_node(nid)
     e.settable = settable
     e._bind(flat)
     finish_node(nid)
@@ -632,8 +669,7 @@ cdef class LookupExpression(Expression):
 
 cdef LookupExpression _lookup_expr(int nid, ParamExpr table, bint update):
     cdef LookupExpression e = LookupExpression.__new__(LookupExpression)
-    e.ver = cg().version
-    e.nid = nid
+    e._set_node(nid)
     e.table = table
     e.update = update
     return e

@@ -286,6 +286,8 @@ cdef int new_node(int op, int nargs, const int* args) except -1:
     n.idx_off = 0
     n.nidx = 0
     n.pyref = -1
+    n.serial = G.serial
+    G.serial += 1
     memset(n.ia, 0, sizeof(n.ia))      # a batch signature reads them: no stale values
     n.fa[0] = 0
     n.fa[1] = 0
@@ -505,7 +507,7 @@ cdef void node_backward(int i, const unsigned char* live) noexcept:
 
 def renew(immediate_compute=False, check_validity=False, autobatching=False):
     """Empty the graph (pointers back to zero) and start a new version."""
-    global AB_ENABLED
+    global AB_ENABLED, STAMP
     AB_ENABLED = 1 if (autobatching and AB_FWD != NULL) else 0
     if AB_RESET != NULL:
         AB_RESET(0)
@@ -513,6 +515,8 @@ def renew(immediate_compute=False, check_validity=False, autobatching=False):
     G.ni = 0
     G.computed = 0
     G.version += 1
+    G.serial0 = G.serial
+    STAMP += 1
     G.immediate = 1 if immediate_compute else 0
     G.check = 1 if check_validity else 0
     G.bwd_target = -1
@@ -523,6 +527,9 @@ def renew(immediate_compute=False, check_validity=False, autobatching=False):
     return G.version
 
 cdef list CHECKPOINTS = []
+# Changes whenever nodes may have been dropped (renew, cg_revert): what caches expressions across
+# calls (the builders) checks it and, when it changed, whether its expressions are still alive.
+cdef long STAMP = 0
 
 def checkpoint():
     """Remember the graph's size; revert() drops the nodes added since."""
@@ -530,11 +537,14 @@ def checkpoint():
 
 
 def revert():
+    global STAMP
     if not CHECKPOINTS:
         return
     ver, n, ni, nref = CHECKPOINTS.pop()
     if ver != G.version:
         return
+    if n < G.n:
+        STAMP += 1
     G.n = n
     G.ni = ni
     if G.computed > n:
@@ -548,6 +558,11 @@ def revert():
 
 def version():
     return G.version
+
+
+def stamp():
+    """A number that changes whenever nodes may have been dropped (renew_cg, cg_revert)."""
+    return STAMP
 
 def num_nodes():
     return G.n
@@ -567,7 +582,7 @@ def get_dtype():
 
 def set_initial_memory(size_t nbytes):
     """Initial size of each arena (DyNet's --dynet-mem); arenas still grow."""
-    global INITIAL_BYTES
+    global INITIAL_BYTES, STAMP
     INITIAL_BYTES = max(nbytes, 4096)
     for a in (0, 1):
         _resize(&G.fx if a == 0 else &G.dx, INITIAL_BYTES)
@@ -575,6 +590,8 @@ def set_initial_memory(size_t nbytes):
     G.n = 0
     G.ni = 0
     G.version += 1
+    G.serial0 = G.serial
+    STAMP += 1
     if AB_RESET != NULL:
         AB_RESET(0)
 

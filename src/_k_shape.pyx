@@ -207,8 +207,7 @@ cdef class PickExpression(Expression):
 
 cdef PickExpression _picker(int nid):
     cdef PickExpression e = PickExpression.__new__(PickExpression)
-    e.ver = cg().version
-    e.nid = nid
+    e._set_node(nid)
     return e
 
 

@@ -24,6 +24,7 @@ from libc.string cimport memcpy, memset
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_str, arg
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_PTR_ALL, ABA_NO, ABA_CAT, ABA_SHARE, elem_v, elem_g
 from dyn._core._expr cimport node1, noden, finish, Expression
+from dyn._core._expr import all_alive
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
 
@@ -701,7 +702,7 @@ cdef class TreeState:
         if self._h is None:
             self._h = [None] * len(self._s)
         h = self._h[layer]
-        if h is None:
+        if h is None or not (<Expression>h)._alive():    # made later and dropped by cg_revert()
             s = self._s[layer]
             h = self._h[layer] = _state_part(s, 0) if self._builder._has_cell else s
         return h
@@ -718,7 +719,7 @@ cdef class TreeState:
         """The full state: LSTMs ``(c_1..c_L, h_1..h_L)``, otherwise as h()."""
         if not self._builder._has_cell:
             return self.h()
-        if self._c is None:
+        if self._c is None or not all_alive(self._c):
             self._c = tuple([_state_part(s, 1) for s in self._s])
         return self._c + self.h()
 

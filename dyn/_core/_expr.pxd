@@ -2,9 +2,12 @@
 from dyn._core._graph cimport Dim, Touch
 
 cdef class Expression:
-    cdef long ver
+    cdef long ver                  # graph version (for messages)
+    cdef long serial               # its node's serial: the node is still there while they match
     cdef int nid
     cdef int node_id(self, bint as_arg) except -1
+    cdef void _set_node(self, int nid) noexcept
+    cdef bint _alive(self) noexcept
 
 cdef Expression wrap(int nid)
 cdef int arg_id(object x, int op=*) except -1

@@ -57,6 +57,7 @@ ctypedef struct Node:
     int idx_off       # index list (picks, lookups): G.ipool[idx_off : +nidx]
     int nidx
     int pyref         # index in the graph's Python-object list, or -1
+    long serial       # unique over the process: an Expression checks it (cg_revert reuses ids)
 
 ctypedef struct Graph:
     Node* nodes
@@ -71,6 +72,8 @@ ctypedef struct Graph:
     int dtype         # 0 float32, 1 float64
     int itemsize
     long version
+    long serial       # the next node's serial
+    long serial0      # the serial of this version's first node (older ones: renew_cg dropped them)
     int immediate
     int check
     int bwd_target    # node backward last started from, -1 if none

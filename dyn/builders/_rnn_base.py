@@ -11,6 +11,8 @@ from __future__ import annotations
 import dyn as dy
 from dyn import graph as _graph
 from dyn._core import _k_rnn
+from dyn._core._expr import all_alive
+from dyn._core._graph import stamp as _cg_stamp
 from dyn._core._graph import version as _cg_version
 
 # ---------------------------------------------------------------- helpers
@@ -56,25 +58,36 @@ class LayerState:
     node of the public fused step; missing ones are derived on demand. On the
     builders' fused LSTM path (``fused``) h is an h-valued lstm_step node that
     keeps c_t in its scratch: the next step reads it there, and c is made
-    (lstm_state_c) only when asked for."""
+    (lstm_state_c) only when asked for.
 
-    __slots__ = ("h", "c", "packed", "H", "fused")
+    A part derived on demand is made again when cg_revert() dropped it (the
+    state itself, made before the checkpoint, is still valid): ``lazy`` says
+    which parts were derived here (1: c, 2: packed)."""
+
+    __slots__ = ("h", "c", "packed", "H", "fused", "lazy")
 
     def __init__(self, h=None, c=None, packed=None, H=0, fused=False):
-        self.h, self.c, self.packed, self.H, self.fused = h, c, packed, H, fused
+        self.h, self.c, self.packed, self.H, self.fused, self.lazy = h, c, packed, H, fused, 0
 
     def get_c(self):
-        if self.c is None:
+        c = self.c
+        if c is None or (self.lazy & 1 and not c.is_alive()):
             if self.fused:
-                self.c = _k_rnn.lstm_state_c(self.h)
+                c = _k_rnn.lstm_state_c(self.h)
             elif self.packed is not None:
-                self.c = _k_rnn.lstm_step_part(self.packed, 1, "lstm_step_c")
-        return self.c
+                c = _k_rnn.lstm_step_part(self.get_packed(), 1, "lstm_step_c")
+            else:
+                return None
+            self.c = c
+            self.lazy |= 1
+        return c
 
     def get_packed(self):
-        if self.packed is None:
-            self.packed = dy.concatenate([self.h, self.get_c()])
-        return self.packed
+        p = self.packed
+        if p is None or (self.lazy & 2 and not p.is_alive()):
+            p = self.packed = dy.concatenate([self.h, self.get_c()])
+            self.lazy |= 2
+        return p
 
     def step_prev(self):
         """What a fused LSTM step takes as its previous state: the h-valued node itself, or [h; c]."""
@@ -274,11 +287,12 @@ class RNNBuilderBase:
 
     def get_parameter_expressions(self):
         """Per layer, the parameters' expressions of the current graph."""
-        if self._cg is None or self._cg[0] != _graph.cg_version():
+        cg = self._live_cg()
+        if cg is None:
             raise ValueError(
                 "get_parameter_expressions: call initial_state() first in this computation graph"
             )
-        return [list(es) for es in self._cg[1]]
+        return [list(es) for es in cg[1]]
 
     def whoami(self):
         return type(self).__name__
@@ -292,7 +306,7 @@ class RNNBuilderBase:
             update: False uses the parameters as constants (honoured on the
                 first call in a graph only, as DyNet).
         """
-        if self._cg is None or self._cg[0] != _graph.cg_version():
+        if self._live_cg() is None:
             self._new_graph(bool(update))
         init = self._cg[2]
         return init if vecs is None else init.set_s(vecs)
@@ -303,16 +317,41 @@ class RNNBuilderBase:
     def _new_graph(self, update):
         exprs = [[p.expr(update) for p in ps] for ps in self._params]
         extras = [{k: p.expr(update) for k, p in e.items()} for e in self._extra]
-        # (version, expressions, initial state, extra expressions, per-layer derived, masks)
-        self._cg = [_graph.cg_version(), exprs, None, extras, [None] * self.layers, None]
+        # (version, expressions, initial state, extra expressions, per-layer derived, masks,
+        #  the graph's stamp when the cache was last known to be whole: see _live_cg)
+        self._cg = [_graph.cg_version(), exprs, None, extras, [None] * self.layers, None, _cg_stamp()]
         layers = None
         if self.learned_init:
             layers = [LayerState(e["h0"], e.get("c0"), H=self.hidden_dim) for e in extras]
         self._cg[2] = RNNState(self, layers)
 
-    def _graph_state(self, state=None):
+    def _live_cg(self):
+        """This graph's cache, or None when there is none in this graph. After a
+        cg_revert() that dropped its parameter expressions it is gone too; parts
+        made later (derived weights, dropout masks) that were dropped are made
+        again on demand."""
         cg = self._cg
-        if cg is None or cg[0] != _cg_version() or (state is not None and state._ver != cg[0]):
+        if cg is None or cg[6] == _cg_stamp():
+            return cg
+        if cg[0] != _cg_version() or not (all_alive(cg[1]) and all_alive(cg[3])):
+            return None
+        derived = cg[4]
+        for layer, d in enumerate(derived):
+            if not all_alive(d):
+                derived[layer] = None
+        if not all_alive(cg[5]):
+            cg[5] = None
+        cg[6] = _cg_stamp()
+        return cg
+
+    def _graph_state(self, state=None):
+        cg = self._live_cg()
+        if cg is None or (state is not None and state._ver != cg[0]):
+            if state is not None and state._ver == _cg_version():
+                raise ValueError(
+                    "%s: the state was dropped by cg_revert() (it was made after the reverted "
+                    "cg_checkpoint())" % type(self).__name__
+                )
             raise ValueError(
                 "%s: the state belongs to an earlier computation graph; call initial_state() "
                 "in this one" % type(self).__name__

@@ -87,6 +87,8 @@ from dyn import graph as _graph
 from dyn import io as _io
 from dyn._core import _k_treelstm as _k
 from dyn._core import _k_treeweights as _kw
+from dyn._core._expr import all_alive
+from dyn._core._graph import stamp as _cg_stamp
 from dyn._core._graph import version as _cg_version
 from dyn.builders._rnn_base import as_dim
 
@@ -120,10 +122,10 @@ TreeState = _k.TreeState
 class _PerGraph:
     """A builder's expressions and dropout masks in one computation graph."""
 
-    __slots__ = ("version", "update", "exprs", "masks", "table", "fused")
+    __slots__ = ("version", "update", "exprs", "masks", "table", "fused", "stamp")
 
     def __init__(self, update):
-        self.version, self.update = _graph.cg_version(), update
+        self.version, self.update, self.stamp = _graph.cg_version(), update, _cg_stamp()
         self.exprs, self.masks, self.table, self.fused = None, None, [], None
 
 
@@ -155,9 +157,25 @@ class TreeBuilderBase:
         return self
 
     def _graph(self):
-        if self._cg is None or self._cg.version != _cg_version():
-            self.new_graph(True)
-        return self._cg
+        g = self._live_graph()
+        if g is None:
+            self.new_graph(True if self._cg is None or self._cg.version != _cg_version() else self._cg.update)
+            g = self._cg
+        return g
+
+    def _live_graph(self):
+        """This graph's expressions and masks, or None when there are none in this
+        graph. After a cg_revert() that dropped the parameter expressions they are
+        made again (with the same update flag); dropped masks are sampled again."""
+        g = self._cg
+        if g is None or g.stamp == _cg_stamp():
+            return g
+        if g.version != _cg_version() or not all_alive(g.exprs):
+            return None
+        if not all_alive(g.masks):
+            g.masks = None
+        g.stamp = _cg_stamp()
+        return g
 
     def start_new_sequence(self, h0=None):
         """DyNet's: restart the numbering of ``add_input(id, children, x)``."""
@@ -269,7 +287,7 @@ class TreeBuilderBase:
 
     def get_parameter_expressions(self):
         """The parameters' expressions in the current graph (same layout as get_parameters)."""
-        if self._cg is None or self._cg.version != _cg_version():
+        if self._live_graph() is None:
             raise ValueError(
                 "get_parameter_expressions: use the builder (or call new_graph()) in this graph first"
             )
