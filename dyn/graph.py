@@ -126,7 +126,7 @@ def print_graphviz(**kw):
 def print_text_graphviz():
     """Print the current graph in Graphviz dot format to stderr."""
     lines = ["digraph G {", "  rankdir=LR;", "  nodesep=.05;"]
-    for i, (op, args, (dims, bd)) in enumerate(_graph.describe()):
+    for i, (op, args, (dims, bd)) in enumerate(_graph.describe(True)):
         shape = "{%s}" % ",".join(map(str, dims)) + ("x%d" % bd if bd > 1 else "")
         lines.append('  N%d [label="N%d = %s %s"];' % (i, i, op, shape))
         lines.extend("  N%d -> N%d;" % (a, i) for a in args)
@@ -140,7 +140,7 @@ def dump_cg(filename="", show_values=True, show_gradients=True, nan_check_only=F
     With nan_check_only, only whether each value/gradient holds NaN or Inf.
     """
     out = []
-    for i, (op, args, (dims, bd)) in enumerate(_graph.describe()):
+    for i, (op, args, (dims, bd)) in enumerate(_graph.describe(True)):
         e = _expr.wrap_node(i)
         out.append("node %d: %s(%s) dim %r batch %d" % (i, op, ", ".join("N%d" % a for a in args), dims, bd))
         parts = [("value", show_values, lambda e=e: e.npvalue())]

@@ -654,12 +654,35 @@ def _init_graph():
 _init_graph()
 
 
-def describe():
-    """The graph as Python data: [(op name, argument ids, (dims, batch))]."""
+def describe(bint labels=False):
+    """The graph as Python data: [(op name, argument ids, (dims, batch))]. The op name is the
+    kernel's, or with labels the public operation's where several share a kernel (see
+    set_labels): "tanh" rather than "nonlin_unary"."""
     cdef int i, j
     out = []
     for i in range(G.n):
         n = &G.nodes[i]
-        out.append((op_name(n.op), tuple([G.ipool[n.arg_off + j] for j in range(n.nargs)]),
-                    dim_to_py(&n.dim)))
+        out.append((_label(n) if labels else op_name(n.op),
+                    tuple([G.ipool[n.arg_off + j] for j in range(n.nargs)]), dim_to_py(&n.dim)))
     return out
+
+
+cdef dict LABELS = {}    # op code -> (k, names): a node of the op is names[ia[k]] to the user
+
+
+def set_labels(str op, int k, tuple names):
+    """Kernel `op` computes several public operations, told apart by ia[k]: graph dumps name a
+    node names[ia[k]] (kernel modules call this when they register the kernel)."""
+    if not 0 <= k < NIA:
+        raise ValueError("set_labels: ia index %d out of range" % k)
+    LABELS[OPCODES[op]] = (k, names)
+
+
+cdef str _label(Node* n):
+    cdef tuple t = LABELS.get(n.op)
+    cdef int j
+    if t is not None:
+        j = n.ia[<int>t[0]]
+        if 0 <= j < len(t[1]):
+            return t[1][j]
+    return op_name(n.op)

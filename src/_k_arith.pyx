@@ -5,6 +5,7 @@ norms. Each op: shape rule, forward, backward (accumulating), side by side.
 """
 from libc.math cimport sqrt
 from libc.string cimport memset, memcpy
+from dyn._core._graph import set_labels
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_BCAST, AB_SHARE_ODD
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg,
@@ -164,6 +165,7 @@ cdef void bwd_cw(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_CW = register_op("cwise", _shape_cw, fwd_cw, bwd_cw)
+set_labels("cwise", 0, ("+", "-", "cmult", "cdiv"))   # ADD, SUB, MUL, DIV
 
 
 cdef Expression _cwise(int kind, object x, object y):
@@ -515,6 +517,7 @@ cdef void bwd_red(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_RED = register_op("reduce_elems", _shape_scalar, fwd_red, bwd_red)
+set_labels("reduce_elems", 0, ("sum_elems", "squared_norm", "l2_norm"))
 
 
 cdef Expression _reduce(object x, int kind):
@@ -608,6 +611,7 @@ cdef void bwd_pair(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_PAIR = register_op("pair_reduce", _shape_pair_scalar, fwd_pair, bwd_pair)
+set_labels("pair_reduce", 0, ("dot_product", "squared_distance"))
 
 
 cdef Expression _pair(object x, object y, int kind):

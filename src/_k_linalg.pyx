@@ -12,6 +12,7 @@ import operator
 
 from libc.math cimport log, fabs
 from libc.string cimport memcpy
+from dyn._core._graph import set_labels
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg,
     dim_eq_nobatch)
@@ -403,6 +404,7 @@ cdef void bwd_square(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_SQUARE = register_op("inverse_logdet", _shape_square, fwd_square, bwd_square)
+set_labels("inverse_logdet", 0, ("inverse", "logdet"))   # INVERSE, LOGDET
 
 
 def inverse(x):
@@ -517,6 +519,7 @@ cdef void bwd_circ(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_CIRC = register_op("circ_conv_corr", _shape_circ, fwd_circ, bwd_circ)
+set_labels("circ_conv_corr", 0, ("circ_conv", "circ_corr"))   # CONV, CORR
 
 
 cdef Expression _circular(object u, object v, int kind, str name):

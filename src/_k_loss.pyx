@@ -12,6 +12,7 @@ import operator
 
 from libc.math cimport exp, log, fabs
 from libc.float cimport FLT_MIN
+from dyn._core._graph import set_labels
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_cols, dim_str, arg, idx, set_indices, dim_eq_nobatch)
 from dyn._core._expr cimport node1, node2, finish, Expression
@@ -342,6 +343,7 @@ cdef void bwd_pairloss(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_PAIRLOSS = register_op("pair_loss", _shape_pairloss, fwd_pairloss, bwd_pairloss)
+set_labels("pair_loss", 0, _PAIR_NAMES)
 
 
 cdef Expression _pairloss(int kind, object x, object y, double c):

@@ -10,6 +10,7 @@ forget bias of 1 inside), g tanh.
 """
 from libc.math cimport tanh
 from libc.string cimport memcpy
+from dyn._core._graph import set_labels
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_cols, dim_str, arg, rand_normal)
 from dyn._core._graph cimport set_autobatch, AB_ON, ABA_NO, ABA_CAT, ABA_SHARE
@@ -465,6 +466,7 @@ cdef void bwd_ch(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_CH = register_op("vanilla_lstm_c_h", _shape_ch, fwd_ch, bwd_ch)
+set_labels("vanilla_lstm_c_h", 0, ("vanilla_lstm_c", "vanilla_lstm_h"))   # CELL, HIDDEN
 
 
 cdef Expression _ch(object c, object gates, int kind, str name):

@@ -6,6 +6,7 @@ emax/emin over a list. Each op: shape rule, forward, backward (accumulating),
 side by side. float32 graphs call libm's float functions.
 """
 from libc cimport math as cm
+from dyn._core._graph import set_labels
 from dyn._core._graph cimport set_autobatch, AB_ON
 from dyn._core._graph cimport (
     Graph, Node, cg, register_op, dim_size, dim_total, dim_str, arg, dim_eq_nobatch, F_NG, F_CONST)
@@ -263,6 +264,7 @@ cdef void bwd_unary(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_UNARY = register_op("math_unary", _shape_unary, fwd_unary, bwd_unary)
+set_labels("math_unary", 0, NAMES)
 
 
 def unary(x, int kind, a=0.0):
@@ -349,6 +351,7 @@ cdef void bwd_bminmax(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_BMINMAX = register_op("bminmax", _shape_bminmax, fwd_bminmax, bwd_bminmax)
+set_labels("bminmax", 0, ("bmin", "bmax"))
 
 
 def bminmax(x, y, bint mx):
@@ -415,6 +418,7 @@ cdef void bwd_elist(Graph* g, Node* n, int i) noexcept:
 
 # one scratch item per element: the winning argument's index (exact in float up to 2^24)
 cdef int OP_ELIST = register_op("emax_emin", _shape_elist, fwd_elist, bwd_elist, 1)
+set_labels("emax_emin", 0, ("emin", "emax"))
 
 
 def elist(xs, bint mx):

@@ -8,6 +8,7 @@ import operator
 
 from libc.math cimport exp as c_exp, log as c_log, tanh as c_tanh, expf, logf, fabs, sqrt, cos, sin, M_PI, INFINITY
 from libc.string cimport memcpy
+from dyn._core._graph import set_labels
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_BCAST, AB_IDX, AB_AUXSLICE
 from dyn._core._graph cimport (
     Graph, Node, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, idx,
@@ -130,6 +131,7 @@ cdef void bwd_unary(Graph* g, Node* n, int i) noexcept:
 cdef int OP_UNARY = register_op("nonlin_unary", _shape_same, fwd_unary, bwd_unary)
 
 cdef tuple _UNARY_NAMES = ("tanh", "logistic", "rectify", "exp", "log")
+set_labels("nonlin_unary", 0, _UNARY_NAMES)
 
 
 cdef Expression _unary(object x, int kind):

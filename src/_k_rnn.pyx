@@ -25,6 +25,7 @@ aux: a per-element head (HVAL), then regions of B columns each (see Step)
 from libc.math cimport tanh
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
+from dyn._core._graph import set_labels
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, F_FIXED
 from dyn._core._graph cimport new_node, finish_node
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_ALIAS, AB_AUXHEAD, ABA_NO, ABA_CAT, ABA_SHARE, ABA_CATAUX
@@ -650,6 +651,7 @@ cdef void bwd_part(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_PART = register_op("lstm_step_part", _shape_part, fwd_part, bwd_part)
+set_labels("lstm_step_part", 1, ("lstm_step_h", "lstm_step_c"))
 
 
 def lstm_step_part(s, int which, str name):
