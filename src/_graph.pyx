@@ -240,8 +240,29 @@ def autobatching():
 cdef str op_name(int op):
     return (<bytes>KT[op].name).decode()
 
+cdef dict LABELS = {}    # op code -> (k, names): a node of the op is names[ia[k]] to the user
+
+
+def set_labels(str op, int k, tuple names):
+    """Kernel `op` computes several public operations, told apart by ia[k]: graph dumps name a
+    node names[ia[k]] (kernel modules call this when they register the kernel)."""
+    if not 0 <= k < NIA:
+        raise ValueError("set_labels: ia index %d out of range" % k)
+    LABELS[OPCODES[op]] = (k, names)
+
+
+cdef str _label(Node* n):
+    cdef tuple t = LABELS.get(n.op)
+    cdef int j
+    if t is not None:
+        j = n.ia[<int>t[0]]
+        if 0 <= j < len(t[1]):
+            return t[1][j]
+    return op_name(n.op)
+
+
 cdef str node_desc(int nid):
-    return "node %d (%s, dim %s)" % (nid, op_name(G.nodes[nid].op), dim_str(&G.nodes[nid].dim))
+    return "node %d (%s, dim %s)" % (nid, _label(&G.nodes[nid]), dim_str(&G.nodes[nid].dim))
 
 def op_code(str name):
     """Integer code of a compiled operation (KeyError if none)."""
@@ -667,22 +688,3 @@ def describe(bint labels=False):
     return out
 
 
-cdef dict LABELS = {}    # op code -> (k, names): a node of the op is names[ia[k]] to the user
-
-
-def set_labels(str op, int k, tuple names):
-    """Kernel `op` computes several public operations, told apart by ia[k]: graph dumps name a
-    node names[ia[k]] (kernel modules call this when they register the kernel)."""
-    if not 0 <= k < NIA:
-        raise ValueError("set_labels: ia index %d out of range" % k)
-    LABELS[OPCODES[op]] = (k, names)
-
-
-cdef str _label(Node* n):
-    cdef tuple t = LABELS.get(n.op)
-    cdef int j
-    if t is not None:
-        j = n.ia[<int>t[0]]
-        if 0 <= j < len(t[1]):
-            return t[1][j]
-    return op_name(n.op)
