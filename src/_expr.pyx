@@ -25,12 +25,17 @@ cdef int OP_INPUT, OP_CONST, OP_PARAM, OP_LOOKUP, OP_LOOKUPB
 
 # ---------------------------------------------------------------- Expression
 
+cdef inline bint _holds(Graph* g, int nid, long serial) noexcept:
+    """Node nid is still the one an expression was made for (not dropped, its id not reused)."""
+    return nid < g.n and g.nodes[nid].serial == serial
+
+
 cdef class Expression:
     """A node of the current computation graph (DyNet's Expression)."""
 
     cdef int node_id(self, bint as_arg) except -1:
         cdef Graph* g = cg()
-        if self.nid < g.n and g.nodes[self.nid].serial == self.serial:
+        if _holds(g, self.nid, self.serial):
             return self.nid
         if self.serial >= g.serial0:
             msg = ("node %d was dropped by cg_revert() (it was made after the cg_checkpoint() "
@@ -49,8 +54,7 @@ cdef class Expression:
         self.nid = nid
 
     cdef bint _alive(self) noexcept:
-        cdef Graph* g = cg()
-        return self.nid < g.n and g.nodes[self.nid].serial == self.serial
+        return _holds(cg(), self.nid, self.serial)
 
     def is_alive(self):
         """Whether this expression's node is still in the graph (not dropped by

@@ -528,16 +528,14 @@ cdef void node_backward(int i, const unsigned char* live) noexcept:
 
 def renew(immediate_compute=False, check_validity=False, autobatching=False):
     """Empty the graph (pointers back to zero) and start a new version."""
-    global AB_ENABLED, STAMP
+    global AB_ENABLED
     AB_ENABLED = 1 if (autobatching and AB_FWD != NULL) else 0
     if AB_RESET != NULL:
         AB_RESET(0)
     G.n = 0
     G.ni = 0
     G.computed = 0
-    G.version += 1
-    G.serial0 = G.serial
-    STAMP += 1
+    _new_version()
     G.immediate = 1 if immediate_compute else 0
     G.check = 1 if check_validity else 0
     G.bwd_target = -1
@@ -551,6 +549,14 @@ cdef list CHECKPOINTS = []
 # Changes whenever nodes may have been dropped (renew, cg_revert): what caches expressions across
 # calls (the builders) checks it and, when it changed, whether its expressions are still alive.
 cdef long STAMP = 0
+
+
+cdef void _new_version() noexcept:
+    """A new graph version: every node and expression of the old one is dead."""
+    global STAMP
+    G.version += 1
+    G.serial0 = G.serial
+    STAMP += 1
 
 def checkpoint():
     """Remember the graph's size; revert() drops the nodes added since."""
@@ -603,16 +609,14 @@ def get_dtype():
 
 def set_initial_memory(size_t nbytes):
     """Initial size of each arena (DyNet's --dynet-mem); arenas still grow."""
-    global INITIAL_BYTES, STAMP
+    global INITIAL_BYTES
     INITIAL_BYTES = max(nbytes, 4096)
     for a in (0, 1):
         _resize(&G.fx if a == 0 else &G.dx, INITIAL_BYTES)
     G.computed = 0
     G.n = 0
     G.ni = 0
-    G.version += 1
-    G.serial0 = G.serial
-    STAMP += 1
+    _new_version()
     if AB_RESET != NULL:
         AB_RESET(0)
 
@@ -686,5 +690,3 @@ def describe(bint labels=False):
         out.append((_label(n) if labels else op_name(n.op),
                     tuple([G.ipool[n.arg_off + j] for j in range(n.nargs)]), dim_to_py(&n.dim)))
     return out
-
-
