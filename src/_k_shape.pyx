@@ -12,6 +12,7 @@ inner x K x outer, K = number of indices (1 for per-batch-element picks).
 from libc.math cimport pow as cpow, log
 from libc.string cimport memcpy
 from operator import index as _index
+from dyn._core._graph import set_labels
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_PTR_ALL, elem_v, elem_g
 from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_str, arg, idx, set_indices,
@@ -26,6 +27,8 @@ cdef tuple NAMES = ("pick", "pick_batch", "select_rows", "select_cols", "pick_ra
                     "strided_select", "Expression indexing", "pick_batch_elem",
                     "pick_batch_elems", "concatenate", "concatenate_cols")
 cdef dict _CODES = {name: i for i, name in enumerate(NAMES)}
+# the same codes name the nodes in graph dumps (x[i] is a pick)
+cdef tuple _LABELS = tuple(["pick" if name == "Expression indexing" else name for name in NAMES])
 
 # ---------------------------------------------------------------- helpers
 
@@ -166,6 +169,7 @@ cdef void bwd_sel(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_SEL = register_op("select", _shape_sel, fwd_sel, bwd_sel)
+set_labels("select", 3, _LABELS)
 
 
 cdef int _sel_node(object x, int k, list ix, bint remove, bint perbatch, str name) except -1:
@@ -273,6 +277,7 @@ cdef void bwd_bsel(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_BSEL = register_op("pick_batch_elems", _shape_bsel, fwd_bsel, bwd_bsel)
+set_labels("pick_batch_elems", 3, _LABELS)
 
 
 def batch_select(x, indices, str name):
@@ -357,6 +362,7 @@ cdef void bwd_cat(Graph* g, Node* n, int i) noexcept:
 
 
 cdef int OP_CAT = register_op("concatenate", _shape_cat, fwd_cat, bwd_cat)
+set_labels("concatenate", 3, _LABELS)
 
 
 cdef Expression _concatenate(xs, int k, str name):
