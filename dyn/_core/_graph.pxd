@@ -114,7 +114,8 @@ cdef enum:
                        # naux / bd items);
                        # in backward, after the gradient pointers, the same aux pointers (a sink for a
                        # member that takes no gradient). For kernels that read and write state kept
-                       # in their argument's aux (lstm_step's c); the argument's op must be AB_AUXSLICE
+                       # in their argument's aux (lstm_step's c); the argument's op must be AB_AUXHEAD
+                       # or AB_AUXSLICE
 
 ctypedef int (*ab_arg_fn)(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept
 ctypedef void (*ab_fix_fn)(Graph* g, Node* n) noexcept
