@@ -410,6 +410,30 @@ cdef class Pool:
         self.used = off + n
         return off
 
+    def adopt(self, values, grads):
+        """Move the pool into the given 1-D buffers (e.g. shared memory, for
+        dyn.parallel): the contents are copied, every parameter and every node
+        of the current graph then points into them. Each buffer must be a
+        writable C-contiguous array of the pool's dtype, at least as long as
+        the pool; a later growth (new parameters) copies out of them again."""
+        cdef long cap = len(self.values)
+        for name, a in (("values", values), ("grads", grads)):
+            if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != self.values.dtype \
+                    or not a.flags.c_contiguous or not a.flags.writeable or len(a) < cap:
+                raise ValueError("Pool.adopt: %s must be a writable contiguous 1-D %s array of at "
+                                 "least %d elements, got %r" % (name, self.values.dtype, cap,
+                                                                getattr(a, "shape", type(a))))
+        if values is grads or np.shares_memory(values, grads):
+            raise ValueError("Pool.adopt: values and grads must not overlap")
+        values[:cap] = self.values
+        grads[:cap] = self.grads
+        values[cap:] = 0
+        grads[cap:] = 0
+        ov, og = self.vb, self.gb
+        self._set(values, grads)
+        _relocate(ov, ov + cap * self.itemsize, self.vb)
+        _relocate(og, og + cap * self.itemsize, self.gb)
+
 
 cdef void _shift(void** p, char* lo, char* hi, char* nb) noexcept:
     if p[0] != NULL and <char*>p[0] >= lo and <char*>p[0] < hi:
@@ -513,6 +537,24 @@ cdef class ParamExpr(Expression):
 
     def mark_all_touched(self):
         self.touch.all = 1
+
+    def set_touched(self, rows):
+        """Make `rows` (distinct row indices) the touched set, e.g. the union
+        of every worker's rows after dyn.parallel merged their gradients."""
+        cdef cnp.ndarray[cnp.int64_t, ndim=1] r = np.ascontiguousarray(rows, dtype=np.int64).ravel()
+        cdef long k, n = len(r)
+        if n and (r.min() < 0 or r.max() >= self.nrows):
+            raise IndexError("set_touched: rows out of range for %s with %d rows" % (self.name(), self.nrows))
+        if n > self.nrows:
+            raise ValueError("set_touched: %d rows for a table of %d" % (n, self.nrows))
+        self.clear_touched()
+        for k in range(n):
+            if self.touch.flag[r[k]]:
+                self.clear_touched()
+                raise ValueError("set_touched: row %d given twice" % r[k])
+            self.touch.flag[r[k]] = 1
+            self.touch.rows[k] = r[k]
+        self.touch.n = n
 
     def value_view(self):
         _catch_up(self, NULL, -1)    # trainer hook: idle rows up to date

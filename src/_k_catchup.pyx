@@ -236,6 +236,23 @@ cdef class PState:
         self.p.catch_up = _hook
         self.p.catch_up_state = self
 
+    def adopt_arrays(self, arrays):
+        """Keep the state in the given arrays (e.g. shared memory, for
+        dyn.parallel's asynchronous workers); the current contents are copied."""
+        if len(arrays) != len(self.arrays):
+            raise ValueError("PState.adopt_arrays: %d arrays for %d" % (len(arrays), len(self.arrays)))
+        for a, old in zip(arrays, self.arrays):
+            if not isinstance(a, np.ndarray) or a.shape != old.shape or a.dtype != old.dtype \
+                    or not a.flags.c_contiguous or not a.flags.writeable:
+                raise ValueError("PState.adopt_arrays: need writable contiguous %s arrays of shape %r"
+                                 % (old.dtype, old.shape))
+        cdef int i
+        for a, old in zip(arrays, self.arrays):
+            a[:] = old
+        self.arrays = list(arrays)
+        for i in range(3):
+            self.sp[i] = <char*>cnp.PyArray_DATA(self.arrays[i]) if i < len(self.arrays) else NULL
+
     def flush(self):
         """Bring every row of a table up to date."""
         if self.p.is_lookup:

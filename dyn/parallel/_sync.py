@@ -1,0 +1,326 @@
+"""Synchronous data parallelism over an Exchange: the gradient step and the loop.
+
+Every rank holds a replica of the model and the trainer. After backward,
+``sync_gradients`` sums the gradients over ranks (and averages them when
+asked), so ``trainer.update()`` then runs the same step on every rank and the
+replicas stay equal, step after step, to the bit: every rank reduces in the
+same order. Dense parameters are summed in place on the pool's gradient
+buffer, one collective per maximal contiguous run of them (parameters are
+allocated one after another, so a model is usually 1-3 runs); a lookup table
+exchanges only the rows it touched, as (index, row) pairs, merged by index,
+and the touched set becomes the union, so the trainer's exact sparse update
+(src/_k_catchup.pyx) runs identically everywhere.
+
+``run_sync`` is the loop of one rank: every global batch of size x batch_size
+examples (one permutation per epoch from the seed, the same on every rank) is
+split by rank, each rank computes its part's loss and gradient, the gradients
+are summed (``average=False``, the default: exact for a loss that sums over its
+batch) and every rank steps. With a summed loss, N ranks on batches of B are one
+process on batches of N*B, to float32 rounding (the summation order differs).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+
+import numpy as np
+
+import dyn as dy
+from dyn.parallel._exchange import Exchange
+
+__all__ = ["sync_gradients", "broadcast_parameters", "run_sync", "TrainResult", "Config"]
+
+
+# ---------------------------------------------------------------- layout of a model in its pools
+
+
+def model_params(model):
+    """Every Parameters then every LookupParameters of the collection (subcollections too)."""
+    return list(model.parameters_list()) + list(model.lookup_parameters_list())
+
+
+def pool_runs(model, dense_only):
+    """[(pool, start, stop)]: maximal contiguous runs of the model's parameters in
+    each pool (only non-lookup ones when dense_only), in pool order. Runs span
+    the 16-element alignment gaps, which stay zero in values and gradients."""
+    mine = {id(p) for p in model_params(model)}
+    pools = []
+    for p in model_params(model):
+        if not any(p.pool is q for q in pools):
+            pools.append(p.pool)
+    runs = []
+    for pool in pools:
+        start = stop = None
+        for p in pool.members:  # creation order = offset order (a bump allocator)
+            if id(p) in mine and not (dense_only and p.is_lookup):
+                if start is None:
+                    start = p.off
+                stop = p.off + p.size
+            elif start is not None:
+                runs.append((pool, start, stop))
+                start = None
+        if start is not None:
+            runs.append((pool, start, stop))
+    return runs
+
+
+# ---------------------------------------------------------------- the synchronous step
+
+
+def sync_gradients(model, exchange: Exchange, average: bool = True) -> None:
+    """Sum (or average) the model's gradients over every rank, in place.
+
+    Call it on every rank after backward and before ``trainer.update()``.
+    Dense gradients are all-reduced on the pool's buffer (no copy per
+    parameter); each lookup table gathers every rank's touched rows, sums
+    duplicates by index in rank order, writes the sums back into the table's
+    gradient and makes the union its touched set. A table used whole (as a
+    matrix) on any rank is exchanged whole and marked so on every rank.
+
+    Args:
+        model: the ParameterCollection being trained (the same on every rank).
+        exchange: the transport; ``exchange.size == 1`` returns at once.
+        average: divide by the number of ranks (for a loss that is a mean over
+            the batch); False sums (for a loss that sums over the batch).
+    """
+    n = exchange.size
+    if n == 1:
+        return
+    for pool, a, b in pool_runs(model, dense_only=True):
+        buf = pool.grads[a:b]
+        exchange.allreduce_sum(buf)
+        if average:
+            buf *= buf.dtype.type(1.0 / n)
+    for p in model.lookup_parameters_list():
+        if not p.updated:
+            continue
+        grad = p.grad_view().reshape(p.nrows, p.rowsize)
+        whole = p.touched_all()
+        idx = np.arange(p.nrows, dtype=np.int64) if whole else p.touched_rows().astype(np.int64)
+        rows = grad[idx]
+        if whole:  # one extra row with index -1 tells the others the table was used whole
+            idx = np.append(idx, -1)
+            rows = np.concatenate([rows, np.zeros((1, p.rowsize), grad.dtype)])
+        all_idx, all_rows = exchange.allgather_rows(idx, rows)
+        all_idx = np.asarray(all_idx, dtype=np.int64)
+        flagged = all_idx < 0
+        any_whole = bool(flagged.any())
+        if any_whole:
+            all_idx, all_rows = all_idx[~flagged], all_rows[~flagged]
+        uniq, inverse = np.unique(all_idx, return_inverse=True)
+        merged = np.zeros((len(uniq), p.rowsize), grad.dtype)
+        np.add.at(merged, inverse, all_rows)  # in order of occurrence: rank order, the same everywhere
+        if average:
+            merged *= grad.dtype.type(1.0 / n)
+        grad[uniq] = merged
+        p.set_touched(uniq)
+        if any_whole:
+            p.mark_all_touched()
+
+
+def broadcast_parameters(model, exchange: Exchange, root: int = 0, trainer=None) -> None:
+    """Make every rank's parameter values (and trainer state) root's.
+
+    Lookup tables are brought up to date first (the trainer's lazy catch-up),
+    then each contiguous run of the model's parameters in the pool is
+    broadcast. With ``trainer``, its per-parameter state arrays (momenta,
+    moments) and its update/clip counts and learning rate are broadcast too.
+    A lookup table's catch-up schedule is not: start every rank from the same
+    trainer history (fresh trainers, or the same loaded state).
+    """
+    if exchange.size == 1:
+        return
+    for p in model.lookup_parameters_list():
+        p.value_view()  # runs the trainer's catch-up of idle rows
+    for pool, a, b in pool_runs(model, dense_only=False):
+        exchange.broadcast(pool.values[a:b], root)
+    if trainer is None:
+        return
+    for p in trainer._params():
+        s = trainer._state(p)
+        s.flush()
+        for arr in s.arrays:
+            exchange.broadcast(arr, root)
+    scalars = np.array([trainer.updates, trainer.clips, trainer.learning_rate], dtype=np.float64)
+    exchange.broadcast(scalars, root)
+    trainer.updates, trainer.clips = int(scalars[0]), int(scalars[1])
+    trainer.learning_rate = float(scalars[2])
+
+
+# ---------------------------------------------------------------- the loop
+
+
+class Config:
+    """What dyn.parallel.train was asked for (see its docstring)."""
+
+    def __init__(self, batch_size=1, epochs=1, dev=None, dev_every=None, save=None, seed=0,
+                 progress=True, average=False):
+        if batch_size is None:
+            batch_size = 1
+        if int(batch_size) < 1 or int(epochs) < 1:
+            raise ValueError("dyn.parallel.train: batch_size and epochs must be >= 1, got %r and %r"
+                             % (batch_size, epochs))
+        if dev_every is not None and int(dev_every) < 1:
+            raise ValueError("dyn.parallel.train: dev_every must be >= 1, got %r" % (dev_every,))
+        self.batch_size, self.epochs = int(batch_size), int(epochs)
+        self.dev, self.dev_every, self.save = dev, dev_every, save
+        self.seed, self.progress, self.average = int(seed), bool(progress), bool(average)
+
+
+class TrainResult(dict):
+    """What a run did, as a dict with attribute access: examples, units (the
+    counts loss_fn returned; examples when it returned none), steps, loss (mean
+    per unit), seconds, units_per_s, examples_per_s, dev (list of {"epoch",
+    "step", **metrics}), interrupted, workers, mode."""
+
+    __getattr__ = dict.__getitem__
+
+
+def epoch_order(n, seed, epoch):
+    """The example order of an epoch: one permutation from (seed, epoch), the same on every rank."""
+    return np.random.RandomState((seed * 1000003 + epoch) % (2**32)).permutation(n)
+
+
+def batch_loss(loss_fn, batch):
+    """Forward and backward of one batch: (loss value, units); nothing for an empty batch."""
+    if not batch:
+        return 0.0, 0
+    dy.renew_cg()
+    out = loss_fn(batch)
+    loss, units = out if isinstance(out, tuple) else (out, len(batch))
+    if not isinstance(loss, dy.Expression):
+        raise TypeError("dyn.parallel.train: loss_fn must return an Expression or (Expression, count), "
+                        "got %s" % type(loss).__name__)
+    value = loss.value()
+    if not math.isfinite(value):
+        raise FloatingPointError("dyn.parallel.train: loss_fn returned %r on a batch of %d examples"
+                                 % (value, len(batch)))
+    loss.backward()
+    return float(value), int(units)
+
+
+class Reporter:
+    """Rank 0's side of a run: the progress bar, the dev callback, saving."""
+
+    def __init__(self, cfg, model, total, active):
+        self.cfg, self.model, self.active = cfg, model, active
+        self.dev_history = []
+        self.bar = None
+        if active and cfg.progress:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="ex", dynamic_ncols=True, leave=True)
+
+    def show(self, done, loss, units, seconds):
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+            self.bar.set_postfix(loss="%.4f" % (loss / max(units, 1)),
+                                 units_s="%.0f" % (units / max(seconds, 1e-9)), refresh=False)
+
+    def epoch_end(self, epoch, step):
+        if not self.active:
+            return
+        if self.cfg.dev is not None and not (self.dev_history and self.dev_history[-1]["step"] == step):
+            self.run_dev(epoch, step)
+        if self.cfg.save:
+            self.model.save(self.cfg.save)
+
+    def run_dev(self, epoch, step):
+        metrics = self.cfg.dev()
+        if not isinstance(metrics, dict):
+            raise TypeError("dyn.parallel.train: dev must return a dict of metrics, got %s"
+                            % type(metrics).__name__)
+        self.dev_history.append(dict(epoch=epoch, step=step, **metrics))
+        if self.bar is not None:
+            self.bar.write("epoch %d step %d dev: %s" % (epoch, step, ", ".join(
+                "%s=%.4g" % (k, v) if isinstance(v, float) else "%s=%s" % (k, v) for k, v in metrics.items())))
+
+    def close(self, interrupted):
+        if self.active and self.cfg.save and interrupted:
+            self.model.save(self.cfg.save)  # the last completed step (ParameterCollection.save is atomic)
+        if self.bar is not None:
+            self.bar.close()
+
+
+class StopFlag:
+    """Set by SIGINT (Ctrl-C) while a loop runs in the main thread, read at step ends,
+    so a step is never cut in half; restores the previous handler when closed."""
+
+    def __init__(self, install=True):
+        self.set = False
+        self.old = None
+        if install and threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGINT, self._handler)
+
+    def _handler(self, signum, frame):
+        if self.set:  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.set = True
+
+    def close(self):
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+            self.old = None
+
+
+def run_sync(loss_fn, data, trainer, exchange: Exchange, cfg: Config, stop: StopFlag | None = None):
+    """The synchronous loop of rank ``exchange.rank`` of ``exchange.size``, in this process.
+
+    Every rank calls it with the same data, trainer settings and config; rank 0
+    shows progress, calls ``cfg.dev`` and saves. Returns a TrainResult (global
+    figures, the same on every rank; dev history on rank 0). A Ctrl-C on any
+    rank stops every rank after the step in progress; then rank 0 saves and
+    KeyboardInterrupt is raised on every rank.
+    """
+    data = data if isinstance(data, list) else list(data)
+    rank, size, model = exchange.rank, exchange.size, trainer.model
+    if rank > 0:  # other dropout masks than rank 0's (forked workers share its RNG state)
+        dy.reset_random_seed(cfg.seed * 7919 + rank + 1)
+    broadcast_parameters(model, exchange, 0, trainer)
+    own_stop = stop is None
+    stop = StopFlag() if own_stop else stop
+    report = Reporter(cfg, model, cfg.epochs * len(data), rank == 0)
+    total = np.zeros(4)  # loss, units, examples, steps (global)
+    stats = np.zeros(4)  # per step: loss, units, examples, stop votes
+    gb = cfg.batch_size * size
+    t0 = time.perf_counter()
+    interrupted = False
+    try:
+        for epoch in range(cfg.epochs):
+            order = epoch_order(len(data), cfg.seed, epoch)
+            for start in range(0, len(data), gb):
+                part = np.array_split(order[start:start + gb], size)[rank]
+                value, units = batch_loss(loss_fn, [data[i] for i in part])
+                sync_gradients(model, exchange, cfg.average)
+                trainer.update()
+                stats[:] = (value, units, len(part), 1.0 if stop.set else 0.0)
+                exchange.allreduce_sum(stats)
+                total[:3] += stats[:3]
+                total[3] += 1
+                report.show(int(total[2]), total[0], total[1], time.perf_counter() - t0)
+                if stats[3] > 0:
+                    interrupted = True
+                    break
+                if cfg.dev_every and int(total[3]) % cfg.dev_every == 0 and rank == 0 and cfg.dev:
+                    report.run_dev(epoch, int(total[3]))
+            if interrupted:
+                break
+            report.epoch_end(epoch, int(total[3]))
+    finally:
+        if own_stop:
+            stop.close()
+        report.close(interrupted)
+    if interrupted:
+        raise KeyboardInterrupt("dyn.parallel.train: interrupted after step %d" % int(total[3]))
+    return make_result(total, time.perf_counter() - t0, report.dev_history, size, "sync")
+
+
+def make_result(total, seconds, dev_history, workers, mode, interrupted=False):
+    loss, units, examples, steps = (float(x) for x in total)
+    return TrainResult(examples=int(examples), units=int(units), steps=int(steps),
+                       loss=loss / max(units, 1), seconds=seconds, units_per_s=units / max(seconds, 1e-9),
+                       examples_per_s=examples / max(seconds, 1e-9), dev=dev_history,
+                       interrupted=interrupted, workers=workers, mode=mode)

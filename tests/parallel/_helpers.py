@@ -1,0 +1,117 @@
+"""A small model with dense weights and a lookup table, its data, and an
+in-process Exchange of threads, shared by the tests of dyn.parallel."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+import dyn as dy
+from dyn.parallel import Exchange
+
+VOCAB, DIM, HID, CLASSES = 40, 6, 8, 3
+
+
+def make_data(n, seed=0):
+    """n examples (token ids, label); the label is a function of the tokens, so it can be learned."""
+    rng = np.random.RandomState(seed)
+    data = []
+    for _ in range(n):
+        toks = [int(t) for t in rng.randint(0, VOCAB, size=rng.randint(2, 6))]
+        data.append((toks, int(sum(toks) % CLASSES)))
+    return data
+
+
+class Model:
+    """Bag of embeddings -> tanh layer -> softmax: dense W1, b1, W2 and a lookup table E."""
+
+    def __init__(self, seed=1):
+        rng = np.random.RandomState(seed)
+        self.m = dy.ParameterCollection()
+        self.E = self.m.lookup_parameters_from_numpy(rng.randn(VOCAB, DIM) * 0.5, name="E")
+        self.W1 = self.m.parameters_from_numpy(rng.randn(HID, DIM) * 0.5, name="W1")
+        self.b1 = self.m.parameters_from_numpy(rng.randn(HID) * 0.1, name="b1")
+        self.W2 = self.m.parameters_from_numpy(rng.randn(CLASSES, HID) * 0.5, name="W2")
+
+    def example_loss(self, toks, label):
+        x = dy.esum([dy.lookup(self.E, t) for t in toks])
+        h = dy.tanh(self.W1 * x + self.b1)
+        return dy.pickneglogsoftmax(self.W2 * h, label)
+
+    def loss(self, batch):
+        """The batch's summed loss (what dyn.parallel.train's loss_fn returns)."""
+        return dy.esum([self.example_loss(t, y) for t, y in batch])
+
+    def whole_table_loss(self, batch):
+        """Like loss, but reads the table as a matrix (the table is 'used whole')."""
+        E = dy.parameter(self.E)
+        terms = []
+        for toks, label in batch:
+            onehot = np.zeros(VOCAB)
+            for t in toks:
+                onehot[t] += 1
+            h = dy.tanh(self.W1 * (E * dy.inputTensor(onehot)) + self.b1)
+            terms.append(dy.pickneglogsoftmax(self.W2 * h, label))
+        return dy.esum(terms)
+
+    def params(self):
+        return {"E": self.E.as_array(), "W1": self.W1.as_array(), "b1": self.b1.as_array(),
+                "W2": self.W2.as_array()}
+
+
+class ThreadExchange(Exchange):
+    """size ranks as threads of one process (a reference transport for tests):
+    collectives meet at a barrier and reduce in rank order."""
+
+    def __init__(self, rank, shared):
+        self.rank, self.size, self.s = rank, shared["size"], shared
+
+    @staticmethod
+    def group(size):
+        shared = {"size": size, "barrier": threading.Barrier(size), "slots": [None] * size}
+        return [ThreadExchange(r, shared) for r in range(size)]
+
+    def _all(self, item):
+        self.s["slots"][self.rank] = item
+        self.s["barrier"].wait()
+        items = list(self.s["slots"])
+        self.s["barrier"].wait()
+        return items
+
+    def allreduce_sum(self, buf):
+        items = self._all(buf.copy())
+        total = items[0].copy()
+        for x in items[1:]:
+            total += x
+        buf[:] = total
+
+    def allgather_rows(self, idx, rows):
+        items = self._all((np.asarray(idx, np.int64), np.asarray(rows)))
+        return np.concatenate([i for i, _ in items]), np.concatenate([r for _, r in items])
+
+    def broadcast(self, buf, root=0):
+        buf[:] = self._all(buf.copy())[root]
+
+    def barrier(self):
+        self.s["barrier"].wait()
+
+
+def run_ranks(fn, exchanges):
+    """fn(exchange) on one thread per rank; re-raises the first error."""
+    errors = []
+
+    def body(ex):
+        try:
+            fn(ex)
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            errors.append(e)
+            ex.s["barrier"].abort()
+
+    threads = [threading.Thread(target=body, args=(ex,)) for ex in exchanges]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    if errors:
+        raise errors[0]
