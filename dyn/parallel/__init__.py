@@ -21,10 +21,11 @@ See docs/parallel.md.
 from __future__ import annotations
 
 from dyn.parallel._exchange import Exchange, SingleProcess
+from dyn.parallel._mpi import MpiExchange  # imports mpi4py only when one is made
 from dyn.parallel._sync import Config, TrainResult, broadcast_parameters, run_sync, sync_gradients
 
 __all__ = ["train", "sync_gradients", "broadcast_parameters", "Exchange", "SingleProcess", "TrainResult",
-           "WorkerError"]
+           "WorkerError", "MpiExchange"]
 
 
 class WorkerError(RuntimeError):
