@@ -111,5 +111,7 @@ def _bind_operators():
 _bind_operators()
 
 from dyn import _config as _cfg  # noqa: E402
+from dyn import training  # noqa: E402 (the training-tricks toolkit: dyn.training)
+from dyn.display import render  # noqa: E402
 
 _cfg.init_from_argv()

@@ -189,6 +189,14 @@ class Parameters(_expr.ParamExpr):
 
     __repr__ = __str__
 
+    def _repr_html_(self):
+        from dyn import display
+
+        return "<code>%s %s</code>" % (display.html.escape(str(self)), tuple(self.shape()))
+
+    def _repr_svg_(self):
+        return None  # a parameter is not a graph (Expression draws one)
+
     def name(self):
         return self._name
 
@@ -444,6 +452,17 @@ class ParameterCollection:
 
     def lookup_parameters_list(self):
         return list(self._lookups)
+
+    def __repr__(self):
+        from dyn import display
+
+        return display.collection_text(self)
+
+    def _repr_html_(self):
+        """A table of the parameters: name, shape, count, device, norms of value and gradient."""
+        from dyn import display
+
+        return display.collection_html(self)
 
     def parameter_count(self):
         return sum(p.size for p in self._params + self._lookups)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import sys
+from array import array
 
 import numpy as np
 
@@ -63,12 +64,15 @@ class Trainer:
             raise TypeError("Trainer is abstract: use e.g. SimpleSGDTrainer")
         self.model = m
         self._hyper = _k_catchup.Hyper(self._rule, float(learning_rate), **consts)
+        self._consts = consts  # the rule's constants, for display
         self.clip_threshold = 5.0
         self.clipping_enabled = True
         self.sparse_updates = True
         self.clips = self.updates = 0
         self.clips_since_status = self.updates_since_status = 0
         self._states = {}  # id(parameter) -> _k_catchup.PState, grown lazily
+        self._norms = array("d")  # global gradient norm of each update (see grad_norm_history)
+        self._record_norms = None  # None: when clipping computes the norm anyway
 
     # ------------------------------------------------------------ DyNet's accessors
     @property
@@ -124,6 +128,45 @@ class Trainer:
 
     def whoami(self):
         return type(self).__name__
+
+    # ------------------------------------------------------------ gradient-norm history
+    def set_grad_norm_history(self, on=True):
+        """Record the global gradient norm (before clipping) of every update.
+
+        By default (``on=None``) a norm is recorded whenever clipping is enabled:
+        clipping computes it anyway, so the record costs one float per update.
+        With clipping disabled nothing is computed, unless ``on=True`` asks for
+        it: then every update pays one extra pass over the gradients to compute
+        the norm. ``on=False`` records nothing.
+
+        Args:
+            on: True (always record), False (never), None (when it is free).
+        """
+        self._record_norms = None if on is None else bool(on)
+
+    def grad_norm_history(self):
+        """The recorded gradient norms, one per update, as a float64 numpy array
+        (see set_grad_norm_history); dyn.training.plot_grad_norms draws them."""
+        return np.frombuffer(self._norms, dtype=np.float64).copy() if self._norms else np.zeros(0)
+
+    def clear_grad_norm_history(self):
+        del self._norms[:]
+
+    def _repr_html_(self):
+        from dyn import display
+
+        return display.trainer_html(self)
+
+    def __repr__(self):
+        from dyn import display
+
+        return display.trainer_text(self)
+
+    def settings(self):
+        """The trainer's settings as a dict (what a notebook shows)."""
+        from dyn import display
+
+        return display.trainer_settings(self)
 
     def restart(self, learning_rate=None):
         """Zero the optimizer state (momenta, moments); optionally set the rate."""
@@ -195,9 +238,14 @@ class Trainer:
         return lam
 
     def _clip_scale(self, params):
+        record = self._record_norms
         if not self.clipping_enabled:
+            if record:  # history asked for: pay for the norm clipping would have computed
+                self._norms.append(math.sqrt(sum(_k_train.grad_sq_norm(p) for p in params)))
             return 1.0
         sq = sum(_k_train.grad_sq_norm(p) for p in params)
+        if record is not False:
+            self._norms.append(math.sqrt(sq))
         if not math.isfinite(sq):
             bad = [p.name() for p in params if _k_train.has_nonfinite_grad(p)]
             raise RuntimeError(

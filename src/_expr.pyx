@@ -15,7 +15,7 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from dyn._core._graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
     register_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
-    set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, idx,
+    set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, F_PTRS, idx,
     set_autobatch, AB_PARAM)
 from dyn._core cimport _blas
 
@@ -61,8 +61,23 @@ cdef class Expression:
         renew_cg() or cg_revert()); using a dead one raises."""
         return self._alive()
 
+    # Display (dyn/display.py): the text form names the op, dim and, once computed,
+    # a value summary; notebooks get the graph drawn. None of them runs forward.
     def __repr__(self):
-        return "expression %d/%d" % (self.nid, self.ver)
+        from dyn import display
+        return display.expression_text(self)
+
+    def _repr_html_(self):
+        from dyn import display
+        return display.expression_html(self)
+
+    def _repr_svg_(self):
+        from dyn import display
+        return display.expression_svg(self)
+
+    def _node_ref(self):
+        """(node id, graph version, alive) without raising on a stale expression."""
+        return self.nid, self.ver, self._alive()
 
     def dim(self):
         """((d0, d1, ...), batch_size)."""
@@ -253,6 +268,28 @@ def graph_leaves():
 
 def wrap_node(int nid):
     return wrap(nid)
+
+
+def peek(int nid, bint grad):
+    """Node nid's value (grad: its gradient) as a numpy array if it is already
+    computed, else None: for display, which must never run forward/backward."""
+    cdef Graph* g = cg()
+    if nid < 0 or nid >= g.n:
+        return None
+    cdef Node* n = &g.nodes[nid]
+    if grad:
+        if g.bwd_target < nid or n.g == NULL or (n.flags & F_PTRS):
+            return None
+        return _to_numpy(nid, True)
+    if nid >= g.computed or n.v == NULL or not (n.flags & F_DONE) or (n.flags & F_PTRS):
+        return None
+    return _to_numpy(nid, False)
+
+
+def graph_state():
+    """(nodes, nodes computed, node backward last started from or -1, version)."""
+    cdef Graph* g = cg()
+    return g.n, g.computed, g.bwd_target, g.version
 
 
 # ---------------------------------------------------------------- leaf kernels
