@@ -110,15 +110,29 @@ def sync_gradients(model, exchange: Exchange, average: bool = True) -> None:
         any_whole = bool(flagged.any())
         if any_whole:
             all_idx, all_rows = all_idx[~flagged], all_rows[~flagged]
-        uniq, inverse = np.unique(all_idx, return_inverse=True)
-        merged = np.zeros((len(uniq), p.rowsize), grad.dtype)
-        np.add.at(merged, inverse, all_rows)  # in order of occurrence: rank order, the same everywhere
+        uniq, merged = merge_rows(all_idx, all_rows)
         if average:
             merged *= grad.dtype.type(1.0 / n)
         grad[uniq] = merged
         p.set_touched(uniq)
         if any_whole:
             p.mark_all_touched()
+
+
+def merge_rows(idx, rows):
+    """(unique indices, rows summed by index): each index's rows added in the order they
+    come (rank order), so every rank gets the same bits. np.add.at does the same but
+    ~20x slower (0.4 ms a step for a tagger's 170 rows of 128): here each pass adds
+    the k-th row of every index with one fancy-indexed +=, and there are at most as
+    many passes as ranks (a rank sends each index once)."""
+    uniq, inverse, counts = np.unique(idx, return_inverse=True, return_counts=True)
+    merged = np.zeros((len(uniq), rows.shape[1]), rows.dtype)
+    order = np.argsort(inverse, kind="stable")
+    nth = np.arange(len(order)) - (np.cumsum(counts) - counts)[inverse[order]]  # k of the k-th row
+    for k in range(int(counts.max()) if len(counts) else 0):
+        take = order[nth == k]
+        merged[inverse[take]] += rows[take]  # one row per index in a pass, so += adds them all
+    return uniq, merged
 
 
 def broadcast_parameters(model, exchange: Exchange, root: int = 0, trainer=None) -> None:
