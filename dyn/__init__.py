@@ -11,6 +11,7 @@ from dyn._config import (
     DeviceInfo,
     DynetParams,
     available_devices,
+    current_config,
     get_device_info,
     init,
     init_from_params,

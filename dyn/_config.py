@@ -44,6 +44,19 @@ def _mem_bytes(spec: str) -> int:
     return max(parts) * (1 << 20) if parts else 0
 
 
+def _number(what, value, kind):
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError("dyn.init: %s must be %s, got %r" % (what, kind.__name__, value)) from None
+
+
+def _flag(what, value):
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "on", "off"):
+        return value.strip().lower() in ("true", "on")
+    return bool(_number(what, value, int))
+
+
 def init(
     shared_parameters=None,
     *,
@@ -53,11 +66,29 @@ def init(
     weight_decay=None,
     precision=None,
     devices=None,
+    seed=None,
 ):
-    """Configure dyn (optional: importing dyn already did it from sys.argv).
+    """Configure dyn from Python, at any time (no command line, no restart).
 
-    DyNet's ``init(shared_parameters=None)`` re-reads the flags and is
-    otherwise ignored after import; dyn applies the keyword options given.
+    Importing dyn already read DyNet's ``--dynet-*`` flags; ``init`` applies
+    the keyword options given and leaves the others as they are, so it can be
+    called again in a running notebook kernel, and re-running a cell that calls
+    it and then builds a model gives the same model (the seed resets the
+    initialisers and the dropout/noise generator). What each option changes:
+
+    - random_seed / seed: from now on (parameters created next, dropout next).
+    - autobatch: the current graph (recomputed from scratch if it was
+      computed the other way) and every later one.
+    - precision: every new graph and parameters created from now on; the
+      current graph is renewed (its expressions become stale), and parameters
+      of the other precision raise a clear error when used.
+    - weight_decay: the default of collections created from now on (an
+      existing collection: ``pc.set_weight_decay``).
+    - mem: the arenas' initial size; the current graph is emptied.
+
+    Example:
+        dyn.init(random_seed=1, autobatch=True)
+        dyn.current_config()   # {'seed': 1, 'autobatch': True, ...}
 
     Args:
         shared_parameters: accepted for DyNet compatibility (multi-process
@@ -70,22 +101,53 @@ def init(
         precision: "float32" (default) or "float64" for new graphs/parameters.
         devices: only "CPU" is available in this build.
     """
+    if seed is not None and random_seed is not None and int(seed) != int(random_seed):
+        raise ValueError("dyn.init: seed=%r and random_seed=%r disagree (give one)" % (seed, random_seed))
+    random_seed = random_seed if random_seed is not None else seed
     if devices is not None and "GPU" in str(devices).upper():
         raise RuntimeError("dyn: no GPU support in this build (asked for devices=%r)" % (devices,))
+    # check every option before applying any: a bad one changes nothing
+    mem_bytes = None
     if mem:
-        _graph.set_initial_memory(_mem_bytes(mem))
-    if random_seed is not None and int(random_seed) != 0:
-        set_seed(int(random_seed))
-    if autobatch is not None:
+        try:
+            mem_bytes = _mem_bytes(mem)
+        except ValueError:
+            msg = "dyn.init: mem must be megabytes or 'fwd,bwd,param[,scratch]', got %r" % (mem,)
+            raise ValueError(msg) from None
+    seed_value = None if random_seed is None else _number("random_seed", random_seed, int)
+    ab = None if autobatch is None else _flag("autobatch", autobatch)
+    wd = None if weight_decay is None else _number("weight_decay", weight_decay, float)
+    if wd is not None and not 0.0 <= wd < 1.0:
+        raise ValueError("dyn.init: weight_decay must be in [0, 1), got %r" % (weight_decay,))
+    if precision is not None and precision not in ("float32", "float64"):
+        raise ValueError("dyn.init: precision must be 'float32' or 'float64', got %r" % (precision,))
+    if mem:
+        _graph.set_initial_memory(mem_bytes)
+        state["mem"] = mem_bytes
+    if seed_value:  # DyNet: 0 means "no fixed seed"
+        set_seed(seed_value)
+    if ab is not None:
         from dyn._core import _autobatch  # noqa: F401 (the engine registers itself)
 
-        state["autobatch"] = bool(int(autobatch))
-        _graph.set_autobatching(state["autobatch"])  # the current graph too
-    if weight_decay is not None:
-        state["weight_decay"] = float(weight_decay)
-    if precision is not None:
+        state["autobatch"] = ab
+        _graph.set_autobatching(ab)  # the current graph too
+    if wd is not None:
+        state["weight_decay"] = wd
+    if precision is not None and precision != _graph.get_dtype():
         _graph.set_dtype(precision)
     state["initialized"] = True
+
+
+def current_config() -> dict:
+    """What dyn.init set: seed (None: not fixed), autobatch, weight_decay,
+    precision, mem (initial arena bytes, None: the default)."""
+    return {
+        "seed": state["seed"],
+        "autobatch": state["autobatch"],
+        "weight_decay": state["weight_decay"],
+        "precision": _graph.get_dtype(),
+        "mem": state.get("mem"),
+    }
 
 
 def set_seed(seed: int):

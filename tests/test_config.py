@@ -144,3 +144,60 @@ def test_import_stays_light():
     code = "import sys, dyn; print(sorted(m for m in ('scipy.special', 'scipy.linalg') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# ---------------------------------------------------------------- dyn.init in a running kernel
+
+
+def _build_model():
+    pc = dy.ParameterCollection()
+    return pc.add_parameters((3, 4)).as_array(), pc.add_lookup_parameters((5, 2)).as_array()
+
+
+def test_init_again_reruns_a_cell_identically():
+    """A notebook cell `dyn.init(random_seed=7); build model; dropout graph`, run twice."""
+
+    def cell():
+        dy.init(random_seed=7)
+        w, e = _build_model()
+        dy.renew_cg()
+        d = dy.dropout(dy.inputVector(np.ones(20)), 0.5).npvalue()
+        return w, e, d
+
+    first, second = cell(), cell()
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    dy.init(random_seed=8)
+    assert not np.array_equal(_build_model()[0], first[0])
+    assert dy.current_config()["seed"] == 8
+
+
+def test_init_options_apply_at_any_time_and_bad_ones_change_nothing():
+    before = dy.current_config()
+    try:
+        dy.renew_cg()
+        x = dy.inputVector([1.0, 2.0])
+        y = dy.tanh(x)
+        dy.init(autobatch=True)  # the current graph switches too
+        assert _graph.autobatching() and dy.current_config()["autobatch"] is True
+        assert y.npvalue().shape == (2,)
+        dy.init(autobatch="off")
+        assert not _graph.autobatching()
+        dy.init(precision=dy.get_precision())  # the same precision: the graph lives on
+        assert y.is_alive()
+        dy.init(weight_decay=0.25)
+        assert dy.ParameterCollection().get_weight_decay() == 0.25
+        for bad, msg in [
+            (dict(autobatch="yes"), "autobatch must be int"),
+            (dict(mem="lots"), "mem must be megabytes"),
+            (dict(precision="half"), "precision must be"),
+            (dict(weight_decay=2.0), r"weight_decay must be in \[0, 1\)"),
+            (dict(random_seed="x"), "random_seed must be int"),
+            (dict(random_seed=1, seed=2), "disagree"),
+            (dict(autobatch=True, precision="half"), "precision must be"),
+        ]:
+            with pytest.raises(ValueError, match=msg):
+                dy.init(**bad)
+        assert dy.current_config()["autobatch"] is False  # the last call changed nothing
+    finally:
+        dy.init(autobatch=before["autobatch"], weight_decay=before["weight_decay"])
