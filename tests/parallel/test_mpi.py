@@ -5,6 +5,7 @@ checks and the single-process reference are computed here. Skipped, with the
 reason, where mpi4py or an ``mpiexec`` is not installed (``pip install 'dyn[mpi]'``).
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ pytest.importorskip("mpi4py", reason="the MPI tests need mpi4py and an MPI: pip 
 from tests.parallel import _mpi_worker as worker  # noqa: E402
 
 WORKER = worker.__file__
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(WORKER))))
 STEPS, BATCH = 100, 2  # 100 synchronous steps of BATCH examples per rank
 # float32: the ranks sum the batch's gradients in another order than one process; the largest
 # difference seen after 100 steps is 6e-7 (one process summing its batch in reverse order differs
@@ -45,11 +47,12 @@ pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec/mpirun found
                                 "(pip install 'dyn[mpi]' installs MPICH's)" % sys.executable)
 
 
-def run_mpi(n, *args, timeout=120):
-    """``mpiexec -n n python _mpi_worker.py args``; fails the test with the ranks' output on an error."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+def run_mpi(n, *args, script=WORKER, timeout=120):
+    """``mpiexec -n n python script args``; fails the test with the ranks' output on an error."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")  # Open MPI, when run as root
-    cmd = [MPIEXEC, "-n", str(n), sys.executable, WORKER, *args]
+    cmd = [MPIEXEC, "-n", str(n), sys.executable, script, *args]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
@@ -152,3 +155,33 @@ def test_rank_zero_alone_saves_the_checkpoint(trained, n):
         np.testing.assert_array_equal(v, final[k], err_msg=k)
     assert not [f for f in os.listdir(out) if "tmp" in f]
 
+
+
+def write_tagging_data(root, seed=0):
+    """A tiny tagging set in the layout of wikiner-10k: the tag is a function of the word."""
+    rng = np.random.RandomState(seed)
+    words = ["w%d" % i for i in range(24)]
+    folder = root / "tagging" / "wikiner-10k"
+    folder.mkdir(parents=True)
+    for name, n in (("train.txt", 96), ("dev.txt", 40)):
+        lines = [" ".join("%s|%s" % (words[i], "ABC"[i % 3]) for i in rng.randint(0, 24, rng.randint(3, 9)))
+                 for _ in range(n)]
+        (folder / name).write_text("\n".join(lines) + "\n")
+    return str(root)
+
+
+def test_mpi_tagger_example_trains_like_one_process(tmp_path):
+    """examples/mpi_tagger.py on 2 ranks is the one-process run on the combined batch, and learns."""
+    data = write_tagging_data(tmp_path / "data")
+    figures = {}
+    for ranks, batch in ((1, 8), (2, 4)):
+        out = str(tmp_path / ("run%d.json" % ranks))
+        args = [data, "--batch", str(batch), "--epochs", "3", "--lr", "0.01", "--json", out,
+                "--save", str(tmp_path / ("model%d" % ranks))]
+        run_mpi(ranks, *args, script=os.path.join(REPO, "examples", "mpi_tagger.py"))
+        with open(out) as f:
+            figures[ranks] = json.load(f)
+    one, two = figures[1], figures[2]
+    assert (two["ranks"], two["steps"], two["sentences"]) == (2, one["steps"], one["sentences"]) == (2, 36, 288)
+    assert two["train_loss"] == pytest.approx(one["train_loss"], rel=1e-5)
+    assert two["dev_acc"] == one["dev_acc"] > 0.9  # chance is 1/3

@@ -1,0 +1,144 @@
+"""MPI data parallelism on the BiLSTM tagger: K ranks against one process, same examples, one run.
+
+Runs examples/mpi_tagger.py as one process on global batches of K x B
+sentences and as ``mpiexec -n K`` ranks on B sentences each: the same
+examples in the same order, so the same training (the parameters of the two
+runs are compared, to float32 rounding). The runs alternate (1, K, 1, K ...)
+so that a change of load on the machine hits both; the table gives the
+median and best words/s of each, the speed-up (median over median), the
+dev accuracy and the largest parameter difference. Timing covers training
+only (dev is evaluated after it).
+
+    python bench/parallel_mpi.py [DATA] [--ranks 2] [--batch 16] [--limit N] [--repeat 3] [--out FILE]
+    python bench/parallel_mpi.py --quick          # 1500 sentences, 1 repeat (a smoke test)
+
+Single-threaded BLAS in every process (OPENBLAS/OMP_NUM_THREADS=1): on a
+machine of C cores, K <= C ranks measure the MPI speed-up, more measure
+oversubscription.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(REPO, "examples", "mpi_tagger.py")
+
+
+def find_mpiexec():
+    """mpiexec (or mpirun) next to this Python (the MPICH of ``pip install 'dyn[mpi]'``), else on PATH."""
+    here = os.path.dirname(sys.executable)
+    for name in ("mpiexec", "mpirun"):
+        if os.access(os.path.join(here, name), os.X_OK):
+            return os.path.join(here, name)
+    return shutil.which("mpiexec") or shutil.which("mpirun")
+
+
+def run_once(ranks, batch, args, workdir, tag):
+    """One training run; returns the figures rank 0 wrote, with the saved model's path."""
+    out, model = os.path.join(workdir, tag + ".json"), os.path.join(workdir, tag + ".safetensors")
+    cmd = [sys.executable, EXAMPLE, "--batch", str(batch), "--epochs", str(args.epochs),
+           "--json", out, "--save", model, "--seed", str(args.seed)]
+    cmd += [args.data] if args.data else []
+    cmd += ["--limit", str(args.limit)] if args.limit else []
+    cmd += ["--dev-limit", str(args.dev_limit)] if args.dev_limit else []
+    if ranks > 1:
+        cmd = [args.mpiexec, "-n", str(ranks)] + cmd
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit("bench/parallel_mpi.py: %s failed (%d):\n%s%s"
+                 % (" ".join(cmd), proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    with open(out) as f:
+        figures = json.load(f)
+    figures["model"] = model
+    print("  %-8s %8.0f words/s  %6.2f s  dev acc %.4f  loss %.4f" % (
+        tag, figures["words_per_s"], figures["seconds"], figures["dev_acc"], figures["train_loss"]), flush=True)
+    return figures
+
+
+def max_param_difference(path_a, path_b):
+    from dyn import _safetensors
+
+    a, _ = _safetensors.read(path_a)
+    b, _ = _safetensors.read(path_b)
+    if sorted(a) != sorted(b):
+        raise ValueError("the two runs saved different parameters: %s vs %s" % (sorted(a), sorted(b)))
+    return max(float(abs(a[k].astype("float64") - b[k]).max()) for k in a)
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
+
+
+def table(args, single, multi, diff):
+    k, b = args.ranks, args.batch
+    s_med, m_med = median([r["words_per_s"] for r in single]), median([r["words_per_s"] for r in multi])
+    rows = [("1 process, batch %d" % (k * b), single), ("%d MPI ranks, batch %d each" % (k, b), multi)]
+    lines = ["| run | words/s (median) | words/s (best) | train loss | dev acc |", "|---|---:|---:|---:|---:|"]
+    for name, runs in rows:
+        lines.append("| %s | %.0f | %.0f | %.4f | %.4f |" % (
+            name, median([r["words_per_s"] for r in runs]), max(r["words_per_s"] for r in runs),
+            runs[-1]["train_loss"], runs[-1]["dev_acc"]))
+    r0 = single[0]
+    lines += ["", "speed-up (median words/s, %d ranks over 1 process): **%.2fx**" % (k, m_med / s_med),
+              "largest parameter difference between the two runs: %.2g (float32)" % diff,
+              "", "%d sentences (%d words) x %d epoch(s), %d steps of %d sentences; %d repeat(s), alternating; "
+              "%s, %d cores, Python %s, %s" % (r0["sentences"] // args.epochs, r0["words"] // args.epochs,
+                                               args.epochs, r0["steps"], k * b, args.repeat, platform.machine(),
+                                               os.cpu_count(), platform.python_version(), args.mpi_version)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("data", nargs="?", default=None, help="data folder (default ../shared/data)")
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--batch", type=int, default=16, help="sentences per rank per step")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--limit", type=int, default=None, help="the first N training sentences (default all)")
+    p.add_argument("--dev-limit", type=int, default=None)
+    p.add_argument("--repeat", type=int, default=3, help="runs of each kind, alternating")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="1500 sentences, 300 dev, 1 repeat")
+    p.add_argument("--out", default=None, help="also write the table (markdown) here")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.limit, args.dev_limit, args.repeat = args.limit or 1500, args.dev_limit or 300, 1
+    args.mpiexec = find_mpiexec()
+    if args.mpiexec is None:
+        sys.exit("bench/parallel_mpi.py: no mpiexec/mpirun found (pip install 'dyn[mpi]' installs MPICH's)")
+    try:
+        from mpi4py import MPI  # noqa: F401  (only to name the MPI in the table; the runs import their own)
+
+        args.mpi_version = MPI.Get_library_version().splitlines()[0].strip()
+    except ImportError:
+        sys.exit("bench/parallel_mpi.py: mpi4py is not installed (pip install 'dyn[mpi]')")
+    single, multi = [], []
+    with tempfile.TemporaryDirectory() as workdir:
+        for i in range(args.repeat):
+            print("repeat %d of %d" % (i + 1, args.repeat), flush=True)
+            single.append(run_once(1, args.ranks * args.batch, args, workdir, "single%d" % i))
+            multi.append(run_once(args.ranks, args.batch, args, workdir, "mpi%d" % i))
+        diff = max_param_difference(single[-1]["model"], multi[-1]["model"])
+    text = table(args, single, multi, diff)
+    print("\n" + text)
+    if args.out:
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, args.out)
+
+
+if __name__ == "__main__":
+    main()
