@@ -38,7 +38,8 @@ def render() -> str:
                     shown if not name.isidentifier() else "`%s`" % name,
                     name if name.isidentifier() else "",
                     sig,
-                    spec.formula.replace("|", "\\|"),
+                    # "](" would start a Markdown link ("[i;f](Wx x + b)")
+                    spec.formula.replace("|", "\\|").replace("](", "]\\("),
                     spec.batch_rule,
                 )
             )
