@@ -67,6 +67,7 @@ def run_once(ranks, batch, args, workdir, tag):
 
 
 def max_param_difference(path_a, path_b):
+    sys.path.insert(0, REPO)  # this checkout's dyn, as the runs use
     from dyn import _safetensors
 
     a, _ = _safetensors.read(path_a)

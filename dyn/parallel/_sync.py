@@ -188,7 +188,7 @@ class TrainResult(dict):
     """What a run did, as a dict with attribute access: examples, units (the
     counts loss_fn returned; examples when it returned none), steps, loss (mean
     per unit), seconds, units_per_s, examples_per_s, dev (list of {"epoch",
-    "step", **metrics}), interrupted, workers, mode."""
+    "step", **metrics}), workers, mode."""
 
     __getattr__ = dict.__getitem__
 
@@ -222,13 +222,15 @@ class Reporter:
     def __init__(self, cfg, model, total, active):
         self.cfg, self.model, self.active = cfg, model, active
         self.dev_history = []
+        self.t0 = time.perf_counter()
         self.bar = None
         if active and cfg.progress:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, unit="ex", dynamic_ncols=True, leave=True)
 
-    def show(self, done, loss, units, seconds):
+    def show(self, done, loss, units):
+        seconds = time.perf_counter() - self.t0
         if self.bar is not None:
             self.bar.update(done - self.bar.n)
             self.bar.set_postfix(loss="%.4f" % (loss / max(units, 1)),
@@ -243,6 +245,7 @@ class Reporter:
             self.model.save(self.cfg.save)
 
     def run_dev(self, epoch, step):
+        dy.renew_cg()
         metrics = self.cfg.dev()
         if not isinstance(metrics, dict):
             raise TypeError("dyn.parallel.train: dev must return a dict of metrics, got %s"
@@ -252,9 +255,11 @@ class Reporter:
             self.bar.write("epoch %d step %d dev: %s" % (epoch, step, ", ".join(
                 "%s=%.4g" % (k, v) if isinstance(v, float) else "%s=%s" % (k, v) for k, v in metrics.items())))
 
-    def close(self, interrupted):
-        if self.active and self.cfg.save and interrupted:
-            self.model.save(self.cfg.save)  # the last completed step (ParameterCollection.save is atomic)
+    def close(self, stopped_early):
+        """Rank 0 saves a run that stopped early (Ctrl-C, an error): the model as
+        of its last completed step (ParameterCollection.save writes atomically)."""
+        if self.active and self.cfg.save and stopped_early:
+            self.model.save(self.cfg.save)
         if self.bar is not None:
             self.bar.close()
 
@@ -263,9 +268,9 @@ class StopFlag:
     """Set by SIGINT (Ctrl-C) while a loop runs in the main thread, read at step ends,
     so a step is never cut in half; restores the previous handler when closed."""
 
-    def __init__(self, install=True):
+    def __init__(self, install=True, on_set=None):
         self.set = False
-        self.old = None
+        self.old, self.on_set = None, on_set
         if install and threading.current_thread() is threading.main_thread():
             self.old = signal.signal(signal.SIGINT, self._handler)
 
@@ -273,6 +278,8 @@ class StopFlag:
         if self.set:  # a second Ctrl-C: stop now
             raise KeyboardInterrupt
         self.set = True
+        if self.on_set is not None:
+            self.on_set()
 
     def close(self):
         if self.old is not None:
@@ -300,8 +307,7 @@ def run_sync(loss_fn, data, trainer, exchange: Exchange, cfg: Config, stop: Stop
     total = np.zeros(4)  # loss, units, examples, steps (global)
     stats = np.zeros(4)  # per step: loss, units, examples, stop votes
     gb = cfg.batch_size * size
-    t0 = time.perf_counter()
-    interrupted = False
+    interrupted = failed = False
     try:
         for epoch in range(cfg.epochs):
             order = epoch_order(len(data), cfg.seed, epoch)
@@ -314,7 +320,7 @@ def run_sync(loss_fn, data, trainer, exchange: Exchange, cfg: Config, stop: Stop
                 exchange.allreduce_sum(stats)
                 total[:3] += stats[:3]
                 total[3] += 1
-                report.show(int(total[2]), total[0], total[1], time.perf_counter() - t0)
+                report.show(int(total[2]), total[0], total[1])
                 if stats[3] > 0:
                     interrupted = True
                     break
@@ -323,18 +329,30 @@ def run_sync(loss_fn, data, trainer, exchange: Exchange, cfg: Config, stop: Stop
             if interrupted:
                 break
             report.epoch_end(epoch, int(total[3]))
+    except BaseException:
+        failed = True
+        clear_gradients(model)  # the step that failed may have left partial gradients
+        raise
     finally:
         if own_stop:
             stop.close()
-        report.close(interrupted)
+        report.close(interrupted or failed)
     if interrupted:
         raise KeyboardInterrupt("dyn.parallel.train: interrupted after step %d" % int(total[3]))
-    return make_result(total, time.perf_counter() - t0, report.dev_history, size, "sync")
+    return make_result(total, time.perf_counter() - report.t0, report.dev_history, size, "sync")
 
 
-def make_result(total, seconds, dev_history, workers, mode, interrupted=False):
+def clear_gradients(model):
+    """Zero the model's gradients and touched rows (what trainer.update() would consume)."""
+    for pool, a, b in pool_runs(model, dense_only=False):
+        pool.grads[a:b] = 0
+    for p in model.lookup_parameters_list():
+        p.clear_touched()
+
+
+def make_result(total, seconds, dev_history, workers, mode):
     loss, units, examples, steps = (float(x) for x in total)
     return TrainResult(examples=int(examples), units=int(units), steps=int(steps),
                        loss=loss / max(units, 1), seconds=seconds, units_per_s=units / max(seconds, 1e-9),
                        examples_per_s=examples / max(seconds, 1e-9), dev=dev_history,
-                       interrupted=interrupted, workers=workers, mode=mode)
+                       workers=workers, mode=mode)

@@ -13,6 +13,19 @@ from dyn.parallel import Exchange
 VOCAB, DIM, HID, CLASSES = 40, 6, 8, 3
 
 
+# trainer name -> factory; every trainer of dyn.trainers that keeps per-parameter state, and plain SGD
+TRAINERS = {
+    "sgd": lambda m: dy.SimpleSGDTrainer(m, 0.05),
+    "momentum": lambda m: dy.MomentumSGDTrainer(m, 0.01, 0.9),
+    "adagrad": lambda m: dy.AdagradTrainer(m, 0.05),
+    "adadelta": lambda m: dy.AdadeltaTrainer(m),
+    "rmsprop": lambda m: dy.RMSPropTrainer(m, 0.01),
+    "adam": lambda m: dy.AdamTrainer(m, 0.01),
+    "amsgrad": lambda m: dy.AmsgradTrainer(m, 0.01),
+    "smorms3": lambda m: dy.SMORMS3Trainer(m, 0.01),
+}
+
+
 def make_data(n, seed=0):
     """n examples (token ids, label); the label is a function of the tokens, so it can be learned."""
     rng = np.random.RandomState(seed)
@@ -115,3 +128,28 @@ def run_ranks(fn, exchanges):
         t.join(60)
     if errors:
         raise errors[0]
+
+
+def shm_entries():
+    """The names in /dev/shm (named shared-memory segments and semaphores)."""
+    import os
+
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def child_pids():
+    """Live (not zombie) processes whose parent is this process, from /proc."""
+    import os
+
+    me, out = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            out.append(int(entry))
+    return out

@@ -20,19 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 import dyn as dy  # noqa: E402
 import dyn.parallel as par  # noqa: E402
-from tests.parallel._helpers import Model, make_data  # noqa: E402
+from tests.parallel._helpers import TRAINERS, Model, make_data  # noqa: E402
 
-# trainer name -> factory; every trainer of dyn.trainers that keeps per-parameter state, and plain SGD
-TRAINERS = {
-    "sgd": lambda m: dy.SimpleSGDTrainer(m, 0.05),
-    "momentum": lambda m: dy.MomentumSGDTrainer(m, 0.01, 0.9),
-    "adagrad": lambda m: dy.AdagradTrainer(m, 0.05),
-    "adadelta": lambda m: dy.AdadeltaTrainer(m),
-    "rmsprop": lambda m: dy.RMSPropTrainer(m, 0.01),
-    "adam": lambda m: dy.AdamTrainer(m, 0.01),
-    "amsgrad": lambda m: dy.AmsgradTrainer(m, 0.01),
-    "smorms3": lambda m: dy.SMORMS3Trainer(m, 0.01),
-}
 
 
 def case_config(case):
