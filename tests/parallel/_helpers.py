@@ -153,3 +153,16 @@ def child_pids():
         if int(fields[1]) == me and fields[0] != "Z":
             out.append(int(entry))
     return out
+
+
+def write_tagging_data(root, seed=0):
+    """A tiny tagging set in the layout of wikiner-10k: the tag is a function of the word."""
+    rng = np.random.RandomState(seed)
+    words = ["w%d" % i for i in range(24)]
+    folder = root / "tagging" / "wikiner-10k"
+    folder.mkdir(parents=True)
+    for name, n in (("train.txt", 96), ("dev.txt", 40)):
+        lines = [" ".join("%s|%s" % (words[i], "ABC"[i % 3]) for i in rng.randint(0, 24, rng.randint(3, 9)))
+                 for _ in range(n)]
+        (folder / name).write_text("\n".join(lines) + "\n")
+    return str(root)

@@ -16,7 +16,7 @@ import pytest
 
 import dyn as dy
 from dyn.parallel._sync import epoch_order
-from tests.parallel._helpers import Model
+from tests.parallel._helpers import Model, write_tagging_data
 
 pytest.importorskip("mpi4py", reason="the MPI tests need mpi4py and an MPI: pip install 'dyn[mpi]'")
 
@@ -154,20 +154,6 @@ def test_rank_zero_alone_saves_the_checkpoint(trained, n):
     for k, v in saved.params().items():
         np.testing.assert_array_equal(v, final[k], err_msg=k)
     assert not [f for f in os.listdir(out) if "tmp" in f]
-
-
-
-def write_tagging_data(root, seed=0):
-    """A tiny tagging set in the layout of wikiner-10k: the tag is a function of the word."""
-    rng = np.random.RandomState(seed)
-    words = ["w%d" % i for i in range(24)]
-    folder = root / "tagging" / "wikiner-10k"
-    folder.mkdir(parents=True)
-    for name, n in (("train.txt", 96), ("dev.txt", 40)):
-        lines = [" ".join("%s|%s" % (words[i], "ABC"[i % 3]) for i in rng.randint(0, 24, rng.randint(3, 9)))
-                 for _ in range(n)]
-        (folder / name).write_text("\n".join(lines) + "\n")
-    return str(root)
 
 
 def test_mpi_tagger_example_trains_like_one_process(tmp_path):
