@@ -102,7 +102,7 @@ def test_stale_expression_repr_does_not_raise():
 
 
 def test_svg_with_graphviz():
-    pytest.importorskip("graphviz")
+    # the graphviz package is used when installed, else the dot program directly: dot is what draws
     if shutil.which("dot") is None:
         pytest.skip("the graphviz 'dot' program is not installed")
     _pc, _W, _x, h, loss = _small_graph()
