@@ -63,3 +63,33 @@ def test_async_rejects_parameters_created_during_training():
     with pytest.raises(RuntimeError, match="parameters were created during training"):
         par.train(loss, data, dy.SimpleSGDTrainer(model.m), workers=2, mode="async", progress=False)
     assert child_pids() == []
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_workers_share_the_cores_out_for_blas(mode, tmp_path):
+    """Every worker runs BLAS with its share of the cores (n workers each running a full-size
+    OpenBLAS pool oversubscribe the machine); this process's setting comes back afterwards."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from dyn.parallel._local import blas_threads
+
+    def blas():
+        return sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+
+    before = blas()
+    model = Model()
+
+    def loss(batch):
+        with open(tmp_path / ("%d.txt" % os.getpid()), "w") as f:
+            f.write(" ".join(map(str, blas())))
+        return model.loss(batch)
+
+    with threadpool_limits(limits=4, user_api="blas"):  # more than a worker's share (CI sets 1 by env)
+        assert blas() == [4]
+        par.train(loss, make_data(16), dy.SimpleSGDTrainer(model.m), workers=3, mode=mode, batch_size=2,
+                  progress=False)
+        assert blas() == [4]
+    assert blas() == before
+    seen = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    assert len(seen) == 3 and set(seen.values()) == {str(blas_threads(3))}, seen
+    assert blas_threads(1) == len(os.sched_getaffinity(0)) and blas_threads(10 ** 6) == 1
