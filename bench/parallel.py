@@ -43,6 +43,21 @@ def median(xs):
     return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
 
 
+def run_example(cmd, args, out, who):
+    """Run an example with its data arguments and single-threaded BLAS; the figures it wrote to out."""
+    cmd = cmd + ([args.data] if args.data else []) + (["--limit", str(args.limit)] if args.limit else [])
+    cmd += ["--dev-limit", str(args.dev_limit)] if args.dev_limit else []
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit("%s: %s failed (%d):\n%s%s" % (who, " ".join(cmd), proc.returncode, proc.stdout[-3000:],
+                                                proc.stderr[-3000:]))
+    with open(out) as f:
+        return json.load(f)
+
+
 def batch_for(mode, workers, args):
     """Sentences per worker per step: async keeps it fixed, sync splits the global batch."""
     if mode == "async":
@@ -58,17 +73,7 @@ def run_once(mode, workers, args, workdir, tag):
     cmd = [sys.executable, EXAMPLE, "--workers", str(workers), "--mode", mode,
            "--batch", str(batch_for(mode, workers, args)), "--epochs", str(args.epochs),
            "--seed", str(args.seed), "--json", out]
-    cmd += [args.data] if args.data else []
-    cmd += ["--limit", str(args.limit)] if args.limit else []
-    cmd += ["--dev-limit", str(args.dev_limit)] if args.dev_limit else []
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit("bench/parallel.py: %s failed (%d):\n%s%s"
-                 % (" ".join(cmd), proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
-    with open(out) as f:
-        figures = json.load(f)
+    figures = run_example(cmd, args, out, "bench/parallel.py")
     print("  %-6s %d worker(s)  %8.0f words/s  %6.2f s  dev acc %.4f  loss %.4f" % (
         mode, workers, figures["words_per_s"], figures["seconds"], figures["dev_acc"], figures["train_loss"]),
         flush=True)

@@ -20,16 +20,16 @@ oversubscription.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "mpi_tagger.py")
+
+from parallel import median, run_example  # noqa: E402  (bench/parallel.py: the same runner)
 
 
 def find_mpiexec():
@@ -46,20 +46,9 @@ def run_once(ranks, batch, args, workdir, tag):
     out, model = os.path.join(workdir, tag + ".json"), os.path.join(workdir, tag + ".safetensors")
     cmd = [sys.executable, EXAMPLE, "--batch", str(batch), "--epochs", str(args.epochs),
            "--json", out, "--save", model, "--seed", str(args.seed)]
-    cmd += [args.data] if args.data else []
-    cmd += ["--limit", str(args.limit)] if args.limit else []
-    cmd += ["--dev-limit", str(args.dev_limit)] if args.dev_limit else []
     if ranks > 1:
         cmd = [args.mpiexec, "-n", str(ranks)] + cmd
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit("bench/parallel_mpi.py: %s failed (%d):\n%s%s"
-                 % (" ".join(cmd), proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
-    with open(out) as f:
-        figures = json.load(f)
+    figures = run_example(cmd, args, out, "bench/parallel_mpi.py")
     figures["model"] = model
     print("  %-8s %8.0f words/s  %6.2f s  dev acc %.4f  loss %.4f" % (
         tag, figures["words_per_s"], figures["seconds"], figures["dev_acc"], figures["train_loss"]), flush=True)
@@ -75,11 +64,6 @@ def max_param_difference(path_a, path_b):
     if sorted(a) != sorted(b):
         raise ValueError("the two runs saved different parameters: %s vs %s" % (sorted(a), sorted(b)))
     return max(float(abs(a[k].astype("float64") - b[k]).max()) for k in a)
-
-
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
 
 
 def table(args, single, multi, diff):

@@ -79,6 +79,28 @@ def load_data(data_dir, limit=None, dev_limit=None):
     return [ids(s) for s in train[:limit]], [ids(s) for s in dev[:dev_limit]], len(vw), len(vt)
 
 
+def report(figures, result, args, model, evaluate):
+    """The run's figures (printed; with --json also written there, after dev is evaluated and the
+    model saved once training is over, so the timing covers training only)."""
+    figures.update({"batch": args.batch, "sentences": result.examples, "words": result.units,
+                    "steps": result.steps, "seconds": result.seconds, "words_per_s": result.units_per_s,
+                    "train_loss": result.loss})
+    if args.json:
+        if args.save:
+            model.save(args.save)
+        t0 = time.perf_counter()
+        figures["dev_acc"] = evaluate()["dev_acc"]
+        figures["dev_seconds"] = time.perf_counter() - t0
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(figures, f)
+        os.replace(tmp, args.json)
+    else:
+        figures["dev_acc"] = result.dev[-1]["dev_acc"] if result.dev else None
+    print(" ".join("%s=%s" % (k, "%.4f" % v if isinstance(v, float) else v) for k, v in figures.items()))
+    return figures
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("data", nargs="?", default=None, help="data folder (default ../shared/data)")
@@ -116,22 +138,7 @@ def main(argv=None):
                        seed=args.seed,
                        progress=ex.rank == 0 and not args.json, exchange=ex)
     if ex.rank == 0:
-        figures = {"ranks": ex.size, "batch": args.batch, "sentences": result.examples, "words": result.units,
-                   "steps": result.steps, "seconds": result.seconds, "words_per_s": result.units_per_s,
-                   "train_loss": result.loss}
-        if args.json:  # dev and saving after the timed training
-            if args.save:
-                model.save(args.save)
-            t0 = time.perf_counter()
-            figures["dev_acc"] = evaluate()["dev_acc"]
-            figures["dev_seconds"] = time.perf_counter() - t0
-            tmp = args.json + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(figures, f)
-            os.replace(tmp, args.json)
-        else:
-            figures["dev_acc"] = result.dev[-1]["dev_acc"] if result.dev else None
-        print(" ".join("%s=%s" % (k, "%.4f" % v if isinstance(v, float) else v) for k, v in figures.items()))
+        figures = report({"ranks": ex.size}, result, args, model, evaluate)
     ex.close()
     return figures if ex.rank == 0 else None
 

@@ -25,14 +25,12 @@ bench/tasks/bilstm_tagger.py. bench/parallel.py times this script.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from mpi_tagger import Tagger, load_data  # noqa: E402  (the same model and data as the MPI example)
+from mpi_tagger import Tagger, load_data, report  # noqa: E402  (the same model and data as the MPI example)
 
 import dyn as dy  # noqa: E402
 import dyn.parallel as par  # noqa: E402
@@ -74,22 +72,7 @@ def main(argv=None):
     result = par.train(loss_fn, train, trainer, workers=args.workers, mode=args.mode, batch_size=args.batch,
                        epochs=args.epochs, dev=None if args.json else evaluate,
                        save=None if args.json else args.save, seed=args.seed, progress=not args.json)
-    figures = {"workers": args.workers, "mode": args.mode, "batch": args.batch, "sentences": result.examples,
-               "words": result.units, "steps": result.steps, "seconds": result.seconds,
-               "words_per_s": result.units_per_s, "train_loss": result.loss}
-    if args.json:
-        if args.save:
-            model.save(args.save)
-        t0 = time.perf_counter()
-        figures["dev_acc"] = evaluate()["dev_acc"]
-        figures["dev_seconds"] = time.perf_counter() - t0
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(figures, f)
-        os.replace(tmp, args.json)
-    else:
-        figures["dev_acc"] = result.dev[-1]["dev_acc"] if result.dev else None
-    print(" ".join("%s=%s" % (k, "%.4f" % v if isinstance(v, float) else v) for k, v in figures.items()))
+    figures = report({"workers": args.workers, "mode": args.mode}, result, args, model, evaluate)
     return figures
 
 

@@ -18,7 +18,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-import dyn as dy  # noqa: E402
 import dyn.parallel as par  # noqa: E402
 from tests.parallel._helpers import TRAINERS, Model, make_data  # noqa: E402
 
