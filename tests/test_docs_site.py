@@ -157,3 +157,13 @@ def test_built_site_has_the_gradient_norm_plot():
     assert re.search(r"gradient.norm", html, re.I), (
         "the tagger-tricks page does not mention the gradient norm"
     )
+
+
+@needs_site
+def test_built_benchmarks_page_shows_its_plots():
+    page = Path(SITE) / "benchmarks" / "index.html"
+    assert page.is_file(), "no benchmarks page in the built site %s" % SITE
+    sources = re.findall(r"<img[^>]+src=\"([^\"]+\.png)\"", page.read_text(encoding="utf-8"))
+    assert sources, "the benchmarks page shows no plot"
+    missing = [s for s in sources if not (page.parent / s).resolve().is_file()]
+    assert not missing, "the benchmarks page shows images missing from the site: %s" % missing
