@@ -134,7 +134,7 @@ def _graphviz_drawings(html):
     SVG inlined in HTML outputs. The theme's own icons are SVG too, but none is a graphviz graph."""
     svgs = [base64.b64decode(m.group(1)).decode("utf-8", "replace") for m in SVG_IMG.finditer(html)]
     svgs += re.findall(r"<svg.*?</svg>", html, re.S)
-    return [s for s in svgs if re.search(r"<g[^>]*class=\"graph\"", s) and "class=\"node\"" in s]
+    return [s for s in svgs if re.search(r"<g[^>]*class=\"graph\"", s) and 'class="node"' in s]
 
 
 @needs_site
