@@ -16,7 +16,7 @@ accuracy and the training loss; ``--plot`` draws the scaling curve. Timing
 covers training (from the first step to the last, worker start-up included
 for N > 1), not the dev evaluation done after it.
 
-    python bench/parallel.py [DATA] [--workers 1,2,3,4] [--repeat 3] [--out FILE.md] [--plot FILE.png]
+    python bench/parallel.py [DATA] [--workers 1,2,4] [--repeat 3] [--out FILE.md] [--plot FILE.png]
     python bench/parallel.py --quick      # 1500 sentences, workers 1,2, 1 repeat (a smoke test)
 
 Single-threaded BLAS in every process (OPENBLAS/OMP_NUM_THREADS=1): on a
@@ -140,10 +140,10 @@ def plot(args, summary, path):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("data", nargs="?", default=None, help="data folder (default ../shared/data)")
-    p.add_argument("--workers", default="1,2,3,4", help="comma-separated worker counts (1 is added)")
+    p.add_argument("--workers", default="1,2,4", help="comma-separated worker counts (1 is added)")
     p.add_argument("--modes", default="async,sync")
     p.add_argument("--batch", type=int, default=16, help="async: sentences per worker per step")
-    p.add_argument("--global-batch", type=int, default=24, help="sync: sentences per step, split over workers")
+    p.add_argument("--global-batch", type=int, default=32, help="sync: sentences per step, split over workers")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--limit", type=int, default=None, help="the first N training sentences (default all)")
     p.add_argument("--dev-limit", type=int, default=None)

@@ -25,7 +25,7 @@ from multiprocessing.connection import wait as wait_any
 import numpy as np
 
 import dyn as dy
-from dyn.parallel._shm import LocalExchange, share_pools, shared_array
+from dyn.parallel._shm import LocalExchange, SpinBarrier, share_pools, shared_array
 from dyn.parallel._sync import (
     Reporter,
     StopFlag,
@@ -45,7 +45,7 @@ class Group:
     def __init__(self, n):
         self.n = n
         self.ctx = mp.get_context("fork")
-        self.barrier = self.ctx.Barrier(n)
+        self.barrier = SpinBarrier(n)
         self.stop = shared_array(1, np.int64)
         self.procs, self.conns, self.failures = [], [], {}
         self.alive, self.lock = set(), threading.Lock()  # ranks not yet reaped (by the watcher only)
@@ -124,6 +124,7 @@ class Group:
 
 def _child(rank, body, conn, group):
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # worker 0 decides when to stop
+    group.barrier.rank = rank
     _die_with_parent()
     try:
         body(rank)

@@ -16,6 +16,9 @@ on every rank, so every rank gets the same bits and the replicas stay equal.
 from __future__ import annotations
 
 import mmap
+import os
+import threading
+import time
 
 import numpy as np
 
@@ -65,6 +68,60 @@ def share_pools(model, trainer):
     return check, undo
 
 
+def _copy_range(parts, start, stop, dst):
+    """Copy bytes [start, stop) of the concatenation of the uint8 arrays ``parts`` to the front of dst."""
+    offset = 0
+    for part in parts:
+        lo, hi = max(start, offset), min(stop, offset + len(part))
+        if lo < hi:
+            dst[lo - start : hi - start] = part[lo - offset : hi - offset]
+        offset += len(part)
+
+
+class SpinBarrier:
+    """A barrier for ``size`` processes forked from one parent, over flags in shared memory.
+
+    Make it before forking; each process sets ``rank`` (the parent is 0) and
+    calls ``wait()`` in the same sequence as the others. A waiter spins on the
+    flags (without the GIL) while every process can have a core, then yields
+    and sleeps, so oversubscribed workers do not steal the core of the one
+    they wait for. ``abort()`` (any process, any thread) breaks the barrier:
+    ``wait`` raises ``threading.BrokenBarrierError`` then and ever after, as
+    ``multiprocessing.Barrier`` does.
+    """
+
+    def __init__(self, size):
+        from dyn._core import _spin
+
+        self._spin = _spin
+        self.size, self.rank, self.gen = int(size), 0, 0
+        self.words = shared_array(_spin.words_needed(self.size), np.int64)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        # spin a little (2000 rounds of the CPU's pause: tens of microseconds) while the processes fit on
+        # the cores; a long spin is ruinous when they do not (the one waited for may be off its core)
+        self.spins = 2000 if self.size <= cores else 0
+
+    def wait(self):
+        self.gen += 1
+        spin = self._spin
+        spin.arrive(self.words, self.rank, self.gen)
+        got = spin.poll(self.words, self.size, self.gen, self.spins)
+        start = None
+        while got == 0:  # the others are slow (or there are more processes than cores): give the core up
+            now = time.perf_counter()
+            start = now if start is None else start
+            if now - start < 2e-3:
+                os.sched_yield()
+            else:  # a long wait (worker 0 running dev, say): sleep, and handle Ctrl-C between sleeps
+                time.sleep(50e-6 if now - start < 1.0 else 1e-3)
+            got = spin.poll(self.words, self.size, self.gen, 0)
+        if got < 0:
+            raise threading.BrokenBarrierError
+
+    def abort(self):
+        self._spin.abort(self.words)
+
+
 class LocalExchange(Exchange):
     """Exchange between ``size`` processes forked from one parent.
 
@@ -77,7 +134,6 @@ class LocalExchange(Exchange):
         self.cap = max(int(slot_bytes) // 8 * 8, 4096)
         self.barrier_ = barrier
         self.slots = shared_array(2 * self.size * self.cap, np.uint8).reshape(2, self.size, self.cap)
-        self.lens = shared_array(2 * self.size, np.int64).reshape(2, self.size)
         self.phase = 0
 
     def for_rank(self, rank):
@@ -96,16 +152,32 @@ class LocalExchange(Exchange):
         self.phase ^= 1
         return slots
 
-    def _gather_bytes(self, payload):
-        """Every rank's bytes (a uint8 array each), in rank order."""
-        lens = self.lens[self.phase]
-        lens[self.rank] = len(payload)
+    def _gather_bytes(self, parts):
+        """Every rank's bytes (the concatenation of its uint8 ``parts``), in rank order.
+
+        The first round carries each rank's length in its slot's first 8 bytes, so
+        when everything fits (the usual case) one meeting does it and the result is
+        views of the slots (valid until this rank's next collective but one: read
+        them before then).
+        """
+        total = sum(len(p) for p in parts)
+        room = self.cap - 8
+        slots = self.slots[self.phase]
+        slots[self.rank, :8].view(np.int64)[0] = total
+        _copy_range(parts, 0, min(total, room), slots[self.rank, 8:])
         self._wait()
         self.phase ^= 1
-        sizes = lens.copy()
+        sizes = slots[:, :8].copy().view(np.int64).reshape(-1)
+        if sizes.max() <= room:
+            return [slots[r, 8 : 8 + n] for r, n in enumerate(sizes)]
         out = [np.empty(n, np.uint8) for n in sizes]
-        for start in range(0, int(sizes.max()), self.cap):
-            slots = self._round(payload[start : start + self.cap])
+        for r, n in enumerate(sizes):
+            out[r][: min(n, room)] = slots[r, 8 : 8 + min(n, room)]
+        for start in range(room, int(sizes.max()), self.cap):
+            slots = self.slots[self.phase]
+            _copy_range(parts, start, min(total, start + self.cap), slots[self.rank])
+            self._wait()
+            self.phase ^= 1
             for r, n in enumerate(sizes):
                 if n > start:
                     stop = min(n, start + self.cap)
@@ -133,8 +205,7 @@ class LocalExchange(Exchange):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         rows = np.ascontiguousarray(rows)
         width, dtype = rows.shape[1], rows.dtype
-        payload = np.concatenate([idx.view(np.uint8), rows.reshape(-1).view(np.uint8)])
-        got = self._gather_bytes(payload)
+        got = self._gather_bytes([idx.view(np.uint8), rows.reshape(-1).view(np.uint8)])
         per_row = 8 + width * dtype.itemsize
         idxs, blocks = [], []
         for raw in got:
