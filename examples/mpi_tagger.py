@@ -135,7 +135,7 @@ def main(argv=None):
               % (ex.size, len(train), ex.size, args.batch, nwords, ntags), flush=True)
     result = par.train(loss_fn, train, trainer, batch_size=args.batch, epochs=args.epochs,
                        dev=None if args.json else evaluate, save=None if args.json else args.save,
-                       seed=args.seed,
+                       seed=args.seed, cost=lambda ex: len(ex[0]),
                        progress=ex.rank == 0 and not args.json, exchange=ex)
     if ex.rank == 0:
         figures = report({"ranks": ex.size}, result, args, model, evaluate)

@@ -71,7 +71,7 @@ def main(argv=None):
               % (args.workers, args.mode, len(train), args.batch, nwords, ntags), flush=True)
     result = par.train(loss_fn, train, trainer, workers=args.workers, mode=args.mode, batch_size=args.batch,
                        epochs=args.epochs, dev=None if args.json else evaluate,
-                       save=None if args.json else args.save, seed=args.seed, progress=not args.json)
+                       save=None if args.json else args.save, seed=args.seed, cost=lambda ex: len(ex[0]), progress=not args.json)
     figures = report({"workers": args.workers, "mode": args.mode}, result, args, model, evaluate)
     return figures
 

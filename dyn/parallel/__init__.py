@@ -33,7 +33,7 @@ class WorkerError(RuntimeError):
 
 
 def train(loss_fn, data, trainer, *, workers=1, mode="async", batch_size=1, epochs=1, dev=None,
-          dev_every=None, save=None, seed=0, progress=True, average=False, exchange=None):
+          dev_every=None, save=None, seed=0, progress=True, average=False, cost=None, exchange=None):
     """Train ``trainer.model`` on ``data`` with ``workers`` processes.
 
     Args:
@@ -56,6 +56,11 @@ def train(loss_fn, data, trainer, *, workers=1, mode="async", batch_size=1, epoc
         progress: show a tqdm bar (examples, loss per unit, units/s).
         average: sync mode: average the workers' gradients instead of summing
             them (for a loss_fn that returns a mean over its batch).
+        cost: sync mode: ``cost(example)`` -> its work (a sentence's length,
+            say); each global batch is then split so the workers' total costs
+            are even rather than their example counts (a worker may get more
+            or fewer than batch_size examples). The training is the same;
+            only the time workers spend waiting for each other changes.
         exchange: run the synchronous loop in this process as rank
             ``exchange.rank`` of ``exchange.size`` (workers and mode ignored).
 
@@ -74,7 +79,7 @@ def train(loss_fn, data, trainer, *, workers=1, mode="async", batch_size=1, epoc
             return dy.esum([tagger.loss(words, tags) for words, tags in batch])
         dy.parallel.train(loss_fn, train_set, dy.AdamTrainer(m), workers=2, mode="sync", batch_size=16)
     """
-    cfg = Config(batch_size, epochs, dev, dev_every, save, seed, progress, average)
+    cfg = Config(batch_size, epochs, dev, dev_every, save, seed, progress, average, cost)
     if exchange is not None:
         return run_sync(loss_fn, data, trainer, exchange, cfg)
     if mode not in ("async", "sync"):

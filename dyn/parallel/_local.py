@@ -31,6 +31,7 @@ from dyn.parallel._sync import (
     StopFlag,
     batch_loss,
     epoch_order,
+    example_costs,
     make_result,
     pool_runs,
     run_sync,
@@ -149,6 +150,8 @@ def train_local(loss_fn, data, trainer, n, mode, cfg):
     from threadpoolctl import threadpool_limits
 
     data = data if isinstance(data, list) else list(data)
+    if mode == "sync":
+        cfg.costs = example_costs(data, cfg.cost)  # a bad cost is raised here, before any fork
     group = Group(n)
     stop = StopFlag(on_set=group.halt if mode == "async" else None)
     # n processes that each run a multithreaded BLAS would ask for n times the cores, and OpenBLAS's

@@ -171,7 +171,7 @@ class Config:
     """What dyn.parallel.train was asked for (see its docstring)."""
 
     def __init__(self, batch_size=1, epochs=1, dev=None, dev_every=None, save=None, seed=0,
-                 progress=True, average=False):
+                 progress=True, average=False, cost=None):
         if batch_size is None:
             batch_size = 1
         if int(batch_size) < 1 or int(epochs) < 1:
@@ -182,6 +182,40 @@ class Config:
         self.batch_size, self.epochs = int(batch_size), int(epochs)
         self.dev, self.dev_every, self.save = dev, dev_every, save
         self.seed, self.progress, self.average = int(seed), bool(progress), bool(average)
+        if cost is not None and not callable(cost):
+            raise TypeError("dyn.parallel.train: cost must be a function example -> number, got %s"
+                            % type(cost).__name__)
+        self.cost, self.costs = cost, None  # costs: cost() of every example, once computed
+
+
+def split_batch(batch, size, costs=None):
+    """The global batch's example indices split over ``size`` ranks (the same on every rank).
+
+    Without costs: consecutive runs of nearly equal counts. With costs (one per
+    example of the data set): largest first, each to the rank with the least
+    total so far, so no rank waits long for another at the step's all-reduce
+    (the summed gradient, and so the training, is the same however it is split).
+    """
+    if costs is None:
+        return np.array_split(batch, size)
+    loads, parts = np.zeros(size), [[] for _ in range(size)]
+    for i in batch[np.argsort(-costs[batch], kind="stable")]:
+        r = int(np.argmin(loads))
+        parts[r].append(i)
+        loads[r] += costs[i]
+    return [np.sort(np.asarray(p, dtype=batch.dtype)) for p in parts]
+
+
+def example_costs(data, cost):
+    """cost(example) for every example, as floats (None without a cost function)."""
+    if cost is None:
+        return None
+    costs = np.array([float(cost(x)) for x in data])
+    bad = np.flatnonzero(~np.isfinite(costs) | (costs < 0))
+    if bad.size:
+        raise ValueError("dyn.parallel.train: cost must give a finite number >= 0 for every example; "
+                         "example %d gave %r" % (bad[0], float(costs[bad[0]])))
+    return costs
 
 
 class TrainResult(dict):
@@ -307,12 +341,15 @@ def run_sync(loss_fn, data, trainer, exchange: Exchange, cfg: Config, stop: Stop
     total = np.zeros(4)  # loss, units, examples, steps (global)
     stats = np.zeros(4)  # per step: loss, units, examples, stop votes
     gb = cfg.batch_size * size
+    if cfg.costs is None and size > 1:
+        cfg.costs = example_costs(data, cfg.cost)
+    costs = cfg.costs if size > 1 else None
     interrupted = failed = False
     try:
         for epoch in range(cfg.epochs):
             order = epoch_order(len(data), cfg.seed, epoch)
             for start in range(0, len(data), gb):
-                part = np.array_split(order[start:start + gb], size)[rank]
+                part = split_batch(order[start:start + gb], size, costs)[rank]
                 value, units = batch_loss(loss_fn, [data[i] for i in part])
                 sync_gradients(model, exchange, cfg.average)
                 trainer.update()

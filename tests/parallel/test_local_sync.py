@@ -85,3 +85,35 @@ def test_trainer_goes_on_after_a_parallel_run():
     model.loss(data[:4]).backward()
     trainer.update()
     assert all(np.isfinite(v).all() for v in model.params().values())
+
+
+def test_split_by_cost_evens_the_work_and_keeps_every_example_once():
+    from dyn.parallel._sync import split_batch
+
+    costs = np.array([9.0, 1, 1, 1, 8, 2, 2, 3, 7, 1, 1, 4])
+    batch = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+    parts = split_batch(batch, 3, costs)
+    assert sorted(np.concatenate(parts).tolist()) == batch.tolist()
+    assert [costs[p].sum() for p in parts] == [14.0, 13.0, 13.0]  # by count: 19, 15 and 6
+    assert [p.tolist() for p in split_batch(batch, 3)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_workers_split_by_cost_train_like_one_process():
+    data = make_data(90, seed=5)
+    ref, _, r1 = _train(1, 12, TRAINERS["adam"], True, data)
+    got, _, r2 = _train(2, 6, TRAINERS["adam"], True, data, cost=lambda ex: len(ex[0]))
+    want = ref.params()
+    for k, v in got.params().items():
+        np.testing.assert_allclose(v, want[k], rtol=RTOL, atol=ATOL, err_msg=k)
+    assert (r2.steps, r2.examples) == (r1.steps, r1.examples)
+
+
+def test_a_bad_cost_is_named():
+    with pytest.raises(ValueError, match="example 3 gave -1.0"):
+        _train(2, 6, TRAINERS["sgd"], True, DATA20, cost=lambda ex: -1.0 if ex is DATA20[3] else 1.0)
+    with pytest.raises(TypeError, match="cost must be a function"):
+        _train(2, 6, TRAINERS["sgd"], True, DATA20, cost=3)
+    assert child_pids() == []
+
+
+DATA20 = make_data(20)
