@@ -47,13 +47,20 @@ def run_example(cmd, args, out, who):
     """Run an example with its data arguments and single-threaded BLAS; the figures it wrote to out."""
     cmd = cmd + ([args.data] if args.data else []) + (["--limit", str(args.limit)] if args.limit else [])
     cmd += ["--dev-limit", str(args.dev_limit)] if args.dev_limit else []
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        OPENBLAS_NUM_THREADS="1",
+        OMP_NUM_THREADS="1",
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+    )
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        sys.exit("%s: %s failed (%d):\n%s%s" % (who, " ".join(cmd), proc.returncode, proc.stdout[-3000:],
-                                                proc.stderr[-3000:]))
+        sys.exit(
+            "%s: %s failed (%d):\n%s%s"
+            % (who, " ".join(cmd), proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+        )
     with open(out) as f:
         return json.load(f)
 
@@ -63,20 +70,44 @@ def batch_for(mode, workers, args):
     if mode == "async":
         return args.batch
     if args.global_batch % workers:
-        sys.exit("bench/parallel.py: --global-batch %d does not split over %d workers"
-                 % (args.global_batch, workers))
+        sys.exit(
+            "bench/parallel.py: --global-batch %d does not split over %d workers"
+            % (args.global_batch, workers)
+        )
     return args.global_batch // workers
 
 
 def run_once(mode, workers, args, workdir, tag):
     out = os.path.join(workdir, tag + ".json")
-    cmd = [sys.executable, EXAMPLE, "--workers", str(workers), "--mode", mode,
-           "--batch", str(batch_for(mode, workers, args)), "--epochs", str(args.epochs),
-           "--seed", str(args.seed), "--json", out]
+    cmd = [
+        sys.executable,
+        EXAMPLE,
+        "--workers",
+        str(workers),
+        "--mode",
+        mode,
+        "--batch",
+        str(batch_for(mode, workers, args)),
+        "--epochs",
+        str(args.epochs),
+        "--seed",
+        str(args.seed),
+        "--json",
+        out,
+    ]
     figures = run_example(cmd, args, out, "bench/parallel.py")
-    print("  %-6s %d worker(s)  %8.0f words/s  %6.2f s  dev acc %.4f  loss %.4f" % (
-        mode, workers, figures["words_per_s"], figures["seconds"], figures["dev_acc"], figures["train_loss"]),
-        flush=True)
+    print(
+        "  %-6s %d worker(s)  %8.0f words/s  %6.2f s  dev acc %.4f  loss %.4f"
+        % (
+            mode,
+            workers,
+            figures["words_per_s"],
+            figures["seconds"],
+            figures["dev_acc"],
+            figures["train_loss"],
+        ),
+        flush=True,
+    )
     return figures
 
 
@@ -84,10 +115,13 @@ def summarise(runs, args):
     """{(mode, workers): {"wps": median words/s, "speedup", "dev_acc", "loss", "runs"}}."""
     out = {}
     for (mode, workers), rs in runs.items():
-        out[mode, workers] = {"wps": median([r["words_per_s"] for r in rs]),
-                              "best": max(r["words_per_s"] for r in rs),
-                              "dev_acc": median([r["dev_acc"] for r in rs]),
-                              "loss": median([r["train_loss"] for r in rs]), "runs": rs}
+        out[mode, workers] = {
+            "wps": median([r["words_per_s"] for r in rs]),
+            "best": max(r["words_per_s"] for r in rs),
+            "dev_acc": median([r["dev_acc"] for r in rs]),
+            "loss": median([r["train_loss"] for r in rs]),
+            "runs": rs,
+        }
     for (mode, workers), s in out.items():
         s["speedup"] = s["wps"] / out[mode, 1]["wps"]
         s["dev_delta"] = 100.0 * (s["dev_acc"] - out[mode, 1]["dev_acc"])
@@ -95,21 +129,45 @@ def summarise(runs, args):
 
 
 def table(args, summary):
-    lines = ["| mode | workers | sentences/step | words/s (median) | words/s (best) | speed-up | "
-             "dev acc | dev acc - 1 process (points) | train loss |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| mode | workers | sentences/step | words/s (median) | words/s (best) | speed-up | "
+        "dev acc | dev acc - 1 process (points) | train loss |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for mode in args.modes:
         for w in args.workers:
             s = summary[mode, w]
             per = batch_for(mode, w, args)
-            lines.append("| %s | %d | %s | %.0f | %.0f | %.2fx | %.2f%% | %+.2f | %.4f |" % (
-                mode, w, "%d x %d" % (w, per) if w > 1 else str(per), s["wps"], s["best"], s["speedup"],
-                100 * s["dev_acc"], s["dev_delta"], s["loss"]))
+            lines.append(
+                "| %s | %d | %s | %.0f | %.0f | %.2fx | %.2f%% | %+.2f | %.4f |"
+                % (
+                    mode,
+                    w,
+                    "%d x %d" % (w, per) if w > 1 else str(per),
+                    s["wps"],
+                    s["best"],
+                    s["speedup"],
+                    100 * s["dev_acc"],
+                    s["dev_delta"],
+                    s["loss"],
+                )
+            )
     r0 = summary[args.modes[0], 1]["runs"][0]
-    lines += ["", "%d sentences (%d words) x %d epoch(s), dev %s sentences; %d repeat(s), alternating; "
-              "%s, %d cores, Python %s" % (r0["sentences"] // args.epochs, r0["words"] // args.epochs, args.epochs,
-                                           args.dev_limit or "all", args.repeat, platform.machine(),
-                                           os.cpu_count(), platform.python_version())]
+    lines += [
+        "",
+        "%d sentences (%d words) x %d epoch(s), dev %s sentences; %d repeat(s), alternating; "
+        "%s, %d cores, Python %s"
+        % (
+            r0["sentences"] // args.epochs,
+            r0["words"] // args.epochs,
+            args.epochs,
+            args.dev_limit or "all",
+            args.repeat,
+            platform.machine(),
+            os.cpu_count(),
+            platform.python_version(),
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -123,8 +181,13 @@ def plot(args, summary, path):
     ws = args.workers
     for mode, marker in zip(args.modes, "os"):
         ax.plot(ws, [summary[mode, w]["speedup"] for w in ws], marker=marker, label=mode)
-    ax.plot(ws, [min(w, os.cpu_count()) for w in ws], "k--", linewidth=1, label="linear up to %d cores"
-            % os.cpu_count())
+    ax.plot(
+        ws,
+        [min(w, os.cpu_count()) for w in ws],
+        "k--",
+        linewidth=1,
+        label="linear up to %d cores" % os.cpu_count(),
+    )
     ax.set_xlabel("worker processes")
     ax.set_ylabel("words/s over 1 process (median)")
     ax.set_xticks(ws)
@@ -143,7 +206,9 @@ def main(argv=None):
     p.add_argument("--workers", default="1,2,4", help="comma-separated worker counts (1 is added)")
     p.add_argument("--modes", default="async,sync")
     p.add_argument("--batch", type=int, default=16, help="async: sentences per worker per step")
-    p.add_argument("--global-batch", type=int, default=32, help="sync: sentences per step, split over workers")
+    p.add_argument(
+        "--global-batch", type=int, default=32, help="sync: sentences per step, split over workers"
+    )
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--limit", type=int, default=None, help="the first N training sentences (default all)")
     p.add_argument("--dev-limit", type=int, default=None)
@@ -154,7 +219,12 @@ def main(argv=None):
     p.add_argument("--plot", default=None, help="draw the scaling curve here (PNG; needs matplotlib)")
     args = p.parse_args(argv)
     if args.quick:
-        args.limit, args.dev_limit, args.repeat, args.workers = args.limit or 1500, args.dev_limit or 300, 1, "1,2"
+        args.limit, args.dev_limit, args.repeat, args.workers = (
+            args.limit or 1500,
+            args.dev_limit or 300,
+            1,
+            "1,2",
+        )
     args.workers = sorted({1} | {int(w) for w in args.workers.split(",")})
     args.modes = [m.strip() for m in args.modes.split(",")]
     runs = {(m, w): [] for m in args.modes for w in args.workers}

@@ -44,14 +44,29 @@ def find_mpiexec():
 def run_once(ranks, batch, args, workdir, tag):
     """One training run; returns the figures rank 0 wrote, with the saved model's path."""
     out, model = os.path.join(workdir, tag + ".json"), os.path.join(workdir, tag + ".safetensors")
-    cmd = [sys.executable, EXAMPLE, "--batch", str(batch), "--epochs", str(args.epochs),
-           "--json", out, "--save", model, "--seed", str(args.seed)]
+    cmd = [
+        sys.executable,
+        EXAMPLE,
+        "--batch",
+        str(batch),
+        "--epochs",
+        str(args.epochs),
+        "--json",
+        out,
+        "--save",
+        model,
+        "--seed",
+        str(args.seed),
+    ]
     if ranks > 1:
         cmd = [args.mpiexec, "-n", str(ranks)] + cmd
     figures = run_example(cmd, args, out, "bench/parallel_mpi.py")
     figures["model"] = model
-    print("  %-8s %8.0f words/s  %6.2f s  dev acc %.4f  loss %.4f" % (
-        tag, figures["words_per_s"], figures["seconds"], figures["dev_acc"], figures["train_loss"]), flush=True)
+    print(
+        "  %-8s %8.0f words/s  %6.2f s  dev acc %.4f  loss %.4f"
+        % (tag, figures["words_per_s"], figures["seconds"], figures["dev_acc"], figures["train_loss"]),
+        flush=True,
+    )
     return figures
 
 
@@ -70,18 +85,42 @@ def table(args, single, multi, diff):
     k, b = args.ranks, args.batch
     s_med, m_med = median([r["words_per_s"] for r in single]), median([r["words_per_s"] for r in multi])
     rows = [("1 process, batch %d" % (k * b), single), ("%d MPI ranks, batch %d each" % (k, b), multi)]
-    lines = ["| run | words/s (median) | words/s (best) | train loss | dev acc |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| run | words/s (median) | words/s (best) | train loss | dev acc |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, runs in rows:
-        lines.append("| %s | %.0f | %.0f | %.4f | %.4f |" % (
-            name, median([r["words_per_s"] for r in runs]), max(r["words_per_s"] for r in runs),
-            runs[-1]["train_loss"], runs[-1]["dev_acc"]))
+        lines.append(
+            "| %s | %.0f | %.0f | %.4f | %.4f |"
+            % (
+                name,
+                median([r["words_per_s"] for r in runs]),
+                max(r["words_per_s"] for r in runs),
+                runs[-1]["train_loss"],
+                runs[-1]["dev_acc"],
+            )
+        )
     r0 = single[0]
-    lines += ["", "speed-up (median words/s, %d ranks over 1 process): **%.2fx**" % (k, m_med / s_med),
-              "largest parameter difference between the two runs: %.2g (float32)" % diff,
-              "", "%d sentences (%d words) x %d epoch(s), %d steps of %d sentences; %d repeat(s), alternating; "
-              "%s, %d cores, Python %s, %s" % (r0["sentences"] // args.epochs, r0["words"] // args.epochs,
-                                               args.epochs, r0["steps"], k * b, args.repeat, platform.machine(),
-                                               os.cpu_count(), platform.python_version(), args.mpi_version)]
+    lines += [
+        "",
+        "speed-up (median words/s, %d ranks over 1 process): **%.2fx**" % (k, m_med / s_med),
+        "largest parameter difference between the two runs: %.2g (float32)" % diff,
+        "",
+        "%d sentences (%d words) x %d epoch(s), %d steps of %d sentences; %d repeat(s), alternating; "
+        "%s, %d cores, Python %s, %s"
+        % (
+            r0["sentences"] // args.epochs,
+            r0["words"] // args.epochs,
+            args.epochs,
+            r0["steps"],
+            k * b,
+            args.repeat,
+            platform.machine(),
+            os.cpu_count(),
+            platform.python_version(),
+            args.mpi_version,
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 

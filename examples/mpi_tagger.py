@@ -74,7 +74,9 @@ def load_data(data_dir, limit=None, dev_limit=None):
     unk = vw.w2i["_UNK_"]
 
     def ids(sent):
-        return [vw.w2i.get(w, unk) for w, _ in sent], [vt.w2i.get(t, -1) for _, t in sent]  # -1: a dev tag never seen in train
+        return [vw.w2i.get(w, unk) for w, _ in sent], [
+            vt.w2i.get(t, -1) for _, t in sent
+        ]  # -1: a dev tag never seen in train
 
     return [ids(s) for s in train[:limit]], [ids(s) for s in dev[:dev_limit]], len(vw), len(vt)
 
@@ -82,9 +84,17 @@ def load_data(data_dir, limit=None, dev_limit=None):
 def report(figures, result, args, model, evaluate):
     """The run's figures (printed; with --json also written there, after dev is evaluated and the
     model saved once training is over, so the timing covers training only)."""
-    figures.update({"batch": args.batch, "sentences": result.examples, "words": result.units,
-                    "steps": result.steps, "seconds": result.seconds, "words_per_s": result.units_per_s,
-                    "train_loss": result.loss})
+    figures.update(
+        {
+            "batch": args.batch,
+            "sentences": result.examples,
+            "words": result.units,
+            "steps": result.steps,
+            "seconds": result.seconds,
+            "words_per_s": result.units_per_s,
+            "train_loss": result.loss,
+        }
+    )
     if args.json:
         if args.save:
             model.save(args.save)
@@ -111,9 +121,12 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=0.001)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--save", default=None, help="save the model here (rank 0, atomically, every epoch)")
-    p.add_argument("--json", default=None,
-                   help="rank 0 writes the run's figures here; dev is then evaluated (and the model saved) "
-                        "once, after training, so the words/s count training only (bench/parallel_mpi.py)")
+    p.add_argument(
+        "--json",
+        default=None,
+        help="rank 0 writes the run's figures here; dev is then evaluated (and the model saved) "
+        "once, after training, so the words/s count training only (bench/parallel_mpi.py)",
+    )
     args = p.parse_args(argv)
 
     ex = par.MpiExchange()
@@ -131,12 +144,24 @@ def main(argv=None):
         return {"dev_acc": tagger.accuracy(dev)}
 
     if ex.rank == 0:
-        print("%d rank(s), %d training sentences, global batch %d x %d, %d words, %d tags"
-              % (ex.size, len(train), ex.size, args.batch, nwords, ntags), flush=True)
-    result = par.train(loss_fn, train, trainer, batch_size=args.batch, epochs=args.epochs,
-                       dev=None if args.json else evaluate, save=None if args.json else args.save,
-                       seed=args.seed, cost=lambda ex: len(ex[0]),
-                       progress=ex.rank == 0 and not args.json, exchange=ex)
+        print(
+            "%d rank(s), %d training sentences, global batch %d x %d, %d words, %d tags"
+            % (ex.size, len(train), ex.size, args.batch, nwords, ntags),
+            flush=True,
+        )
+    result = par.train(
+        loss_fn,
+        train,
+        trainer,
+        batch_size=args.batch,
+        epochs=args.epochs,
+        dev=None if args.json else evaluate,
+        save=None if args.json else args.save,
+        seed=args.seed,
+        cost=lambda ex: len(ex[0]),
+        progress=ex.rank == 0 and not args.json,
+        exchange=ex,
+    )
     if ex.rank == 0:
         figures = report({"ranks": ex.size}, result, args, model, evaluate)
     ex.close()

@@ -48,9 +48,12 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=0.001)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--save", default=None, help="save the model here (atomically, every epoch)")
-    p.add_argument("--json", default=None,
-                   help="write the run's figures here; dev is then evaluated (and the model saved) once, "
-                        "after training, so the words/s count training only (bench/parallel.py)")
+    p.add_argument(
+        "--json",
+        default=None,
+        help="write the run's figures here; dev is then evaluated (and the model saved) once, "
+        "after training, so the words/s count training only (bench/parallel.py)",
+    )
     args = p.parse_args(argv)
 
     dy.reset_random_seed(args.seed)
@@ -67,11 +70,25 @@ def main(argv=None):
         return {"dev_acc": tagger.accuracy(dev)}
 
     if not args.json:
-        print("%d worker(s), %s, %d training sentences, %d per worker per step, %d words, %d tags"
-              % (args.workers, args.mode, len(train), args.batch, nwords, ntags), flush=True)
-    result = par.train(loss_fn, train, trainer, workers=args.workers, mode=args.mode, batch_size=args.batch,
-                       epochs=args.epochs, dev=None if args.json else evaluate,
-                       save=None if args.json else args.save, seed=args.seed, cost=lambda ex: len(ex[0]), progress=not args.json)
+        print(
+            "%d worker(s), %s, %d training sentences, %d per worker per step, %d words, %d tags"
+            % (args.workers, args.mode, len(train), args.batch, nwords, ntags),
+            flush=True,
+        )
+    result = par.train(
+        loss_fn,
+        train,
+        trainer,
+        workers=args.workers,
+        mode=args.mode,
+        batch_size=args.batch,
+        epochs=args.epochs,
+        dev=None if args.json else evaluate,
+        save=None if args.json else args.save,
+        seed=args.seed,
+        cost=lambda ex: len(ex[0]),
+        progress=not args.json,
+    )
     figures = report({"workers": args.workers, "mode": args.mode}, result, args, model, evaluate)
     return figures
 

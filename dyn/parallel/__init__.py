@@ -24,16 +24,40 @@ from dyn.parallel._exchange import Exchange, SingleProcess
 from dyn.parallel._mpi import MpiExchange  # imports mpi4py only when one is made
 from dyn.parallel._sync import Config, TrainResult, broadcast_parameters, run_sync, sync_gradients
 
-__all__ = ["train", "sync_gradients", "broadcast_parameters", "Exchange", "SingleProcess", "TrainResult",
-           "WorkerError", "MpiExchange"]
+__all__ = [
+    "train",
+    "sync_gradients",
+    "broadcast_parameters",
+    "Exchange",
+    "SingleProcess",
+    "TrainResult",
+    "WorkerError",
+    "MpiExchange",
+]
 
 
 class WorkerError(RuntimeError):
     """A worker process raised (its traceback is in the message) or died."""
 
 
-def train(loss_fn, data, trainer, *, workers=1, mode="async", batch_size=1, epochs=1, dev=None,
-          dev_every=None, save=None, seed=0, progress=True, average=False, cost=None, exchange=None):
+def train(
+    loss_fn,
+    data,
+    trainer,
+    *,
+    workers=1,
+    mode="async",
+    batch_size=1,
+    epochs=1,
+    dev=None,
+    dev_every=None,
+    save=None,
+    seed=0,
+    progress=True,
+    average=False,
+    cost=None,
+    exchange=None,
+):
     """Train ``trainer.model`` on ``data`` with ``workers`` processes.
 
     Args:

@@ -56,8 +56,12 @@ class Group:
         """Fork workers 1..n-1, each running body(rank); then start watching them."""
         for rank in range(1, self.n):
             recv, send = self.ctx.Pipe(duplex=False)
-            proc = self.ctx.Process(target=_child, args=(rank, body, send, self), daemon=True,
-                                    name="dyn.parallel worker %d" % rank)
+            proc = self.ctx.Process(
+                target=_child,
+                args=(rank, body, send, self),
+                daemon=True,
+                name="dyn.parallel worker %d" % rank,
+            )
             proc.start()
             send.close()
             self.procs.append(proc)
@@ -90,7 +94,11 @@ class Group:
         code = proc.exitcode
         if code is not None and code < 0:
             return "worker %d (pid %d) was killed by signal %s (exit code %d)" % (
-                rank, proc.pid, signal.Signals(-code).name, code)
+                rank,
+                proc.pid,
+                signal.Signals(-code).name,
+                code,
+            )
         return "worker %d (pid %d) exited with code %s" % (rank, proc.pid, code)
 
     def halt(self):
@@ -120,7 +128,9 @@ class Group:
 
         if not self.failures:
             return None
-        return WorkerError("dyn.parallel.train: " + "\n".join(self.failures[r] for r in sorted(self.failures)))
+        return WorkerError(
+            "dyn.parallel.train: " + "\n".join(self.failures[r] for r in sorted(self.failures))
+        )
 
 
 def _child(rank, body, conn, group):
@@ -244,7 +254,7 @@ def _async_worker(rank, n, loss_fn, data, trainer, cfg, group, stats, check, rep
         for start in range(0, len(shard), cfg.batch_size):
             if group.stop[0]:
                 return False
-            part = shard[start:start + cfg.batch_size]
+            part = shard[start : start + cfg.batch_size]
             value, units = batch_loss(loss_fn, [data[i] for i in part])
             check()
             trainer.update()

@@ -34,7 +34,8 @@ def import_mpi():
         raise ImportError(
             "dyn.parallel.MpiExchange needs mpi4py and an MPI library, which are not installed: "
             "run  pip install 'dyn[mpi]'  (mpi4py + MPICH from PyPI), or install your cluster's MPI and "
-            "pip install mpi4py; then launch the script with  mpirun -n 2 python train.py  (%s)" % e) from e
+            "pip install mpi4py; then launch the script with  mpirun -n 2 python train.py  (%s)" % e
+        ) from e
     return MPI
 
 
@@ -42,8 +43,10 @@ def _contiguous(op, buf, writeable):
     """Check that MPI can use ``buf``'s memory as it is (a view of a pool must not be copied)."""
     flags = getattr(buf, "flags", None)
     if flags is None or not flags.c_contiguous:
-        raise ValueError("MpiExchange.%s: the buffer must be a C-contiguous array, got %s of shape %s"
-                         % (op, type(buf).__name__, getattr(buf, "shape", None)))
+        raise ValueError(
+            "MpiExchange.%s: the buffer must be a C-contiguous array, got %s of shape %s"
+            % (op, type(buf).__name__, getattr(buf, "shape", None))
+        )
     if writeable and not flags.writeable:
         raise ValueError("MpiExchange.%s: the buffer (shape %s) is read-only" % (op, buf.shape))
 
@@ -87,8 +90,10 @@ class MpiExchange(Exchange):
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         rows = np.ascontiguousarray(rows)
         if idx.ndim != 1 or rows.ndim != 2 or rows.shape[0] != idx.shape[0]:
-            raise ValueError("MpiExchange.allgather_rows: expected indices [k] and rows [k, d], got shapes "
-                             "%s and %s" % (idx.shape, rows.shape))
+            raise ValueError(
+                "MpiExchange.allgather_rows: expected indices [k] and rows [k, d], got shapes "
+                "%s and %s" % (idx.shape, rows.shape)
+            )
         if self.size == 1:
             return idx, rows
         width = rows.shape[1]
@@ -105,7 +110,9 @@ class MpiExchange(Exchange):
         comm = self._comm("broadcast")
         _contiguous("broadcast", buf, writeable=True)
         if not 0 <= int(root) < self.size:
-            raise ValueError("MpiExchange.broadcast: root must be a rank in [0, %d), got %r" % (self.size, root))
+            raise ValueError(
+                "MpiExchange.broadcast: root must be a rank in [0, %d), got %r" % (self.size, root)
+            )
         if self.size > 1:
             comm.Bcast(buf, root=int(root))
 

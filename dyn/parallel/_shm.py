@@ -54,9 +54,11 @@ def share_pools(model, trainer):
     def check():
         """Raise if a pool left its shared buffer (parameters were added since)."""
         if any(pool.values is not v for pool, v in zip(pools, shared)):
-            raise RuntimeError("dyn.parallel.train (async): parameters were created during training, so "
-                               "the parameter pool grew out of shared memory; create every parameter before "
-                               "calling train")
+            raise RuntimeError(
+                "dyn.parallel.train (async): parameters were created during training, so "
+                "the parameter pool grew out of shared memory; create every parameter before "
+                "calling train"
+            )
 
     def undo():
         for pool in pools:
@@ -186,8 +188,9 @@ class LocalExchange(Exchange):
 
     def allreduce_sum(self, buf):
         if not buf.flags.c_contiguous:
-            raise ValueError("LocalExchange.allreduce_sum: the buffer must be contiguous (shape %r)"
-                             % (buf.shape,))
+            raise ValueError(
+                "LocalExchange.allreduce_sum: the buffer must be contiguous (shape %r)" % (buf.shape,)
+            )
         if self.size == 1:
             return
         flat = buf.reshape(-1)

@@ -170,21 +170,33 @@ def broadcast_parameters(model, exchange: Exchange, root: int = 0, trainer=None)
 class Config:
     """What dyn.parallel.train was asked for (see its docstring)."""
 
-    def __init__(self, batch_size=1, epochs=1, dev=None, dev_every=None, save=None, seed=0,
-                 progress=True, average=False, cost=None):
+    def __init__(
+        self,
+        batch_size=1,
+        epochs=1,
+        dev=None,
+        dev_every=None,
+        save=None,
+        seed=0,
+        progress=True,
+        average=False,
+        cost=None,
+    ):
         if batch_size is None:
             batch_size = 1
         if int(batch_size) < 1 or int(epochs) < 1:
-            raise ValueError("dyn.parallel.train: batch_size and epochs must be >= 1, got %r and %r"
-                             % (batch_size, epochs))
+            raise ValueError(
+                "dyn.parallel.train: batch_size and epochs must be >= 1, got %r and %r" % (batch_size, epochs)
+            )
         if dev_every is not None and int(dev_every) < 1:
             raise ValueError("dyn.parallel.train: dev_every must be >= 1, got %r" % (dev_every,))
         self.batch_size, self.epochs = int(batch_size), int(epochs)
         self.dev, self.dev_every, self.save = dev, dev_every, save
         self.seed, self.progress, self.average = int(seed), bool(progress), bool(average)
         if cost is not None and not callable(cost):
-            raise TypeError("dyn.parallel.train: cost must be a function example -> number, got %s"
-                            % type(cost).__name__)
+            raise TypeError(
+                "dyn.parallel.train: cost must be a function example -> number, got %s" % type(cost).__name__
+            )
         self.cost, self.costs = cost, None  # costs: cost() of every example, once computed
 
 
@@ -213,8 +225,10 @@ def example_costs(data, cost):
     costs = np.array([float(cost(x)) for x in data])
     bad = np.flatnonzero(~np.isfinite(costs) | (costs < 0))
     if bad.size:
-        raise ValueError("dyn.parallel.train: cost must give a finite number >= 0 for every example; "
-                         "example %d gave %r" % (bad[0], float(costs[bad[0]])))
+        raise ValueError(
+            "dyn.parallel.train: cost must give a finite number >= 0 for every example; "
+            "example %d gave %r" % (bad[0], float(costs[bad[0]]))
+        )
     return costs
 
 
@@ -240,12 +254,15 @@ def batch_loss(loss_fn, batch):
     out = loss_fn(batch)
     loss, units = out if isinstance(out, tuple) else (out, len(batch))
     if not isinstance(loss, dy.Expression):
-        raise TypeError("dyn.parallel.train: loss_fn must return an Expression or (Expression, count), "
-                        "got %s" % type(loss).__name__)
+        raise TypeError(
+            "dyn.parallel.train: loss_fn must return an Expression or (Expression, count), "
+            "got %s" % type(loss).__name__
+        )
     value = loss.value()
     if not math.isfinite(value):
-        raise FloatingPointError("dyn.parallel.train: loss_fn returned %r on a batch of %d examples"
-                                 % (value, len(batch)))
+        raise FloatingPointError(
+            "dyn.parallel.train: loss_fn returned %r on a batch of %d examples" % (value, len(batch))
+        )
     loss.backward()
     return float(value), int(units)
 
@@ -267,8 +284,11 @@ class Reporter:
         seconds = time.perf_counter() - self.t0
         if self.bar is not None:
             self.bar.update(done - self.bar.n)
-            self.bar.set_postfix(loss="%.4f" % (loss / max(units, 1)),
-                                 units_s="%.0f" % (units / max(seconds, 1e-9)), refresh=False)
+            self.bar.set_postfix(
+                loss="%.4f" % (loss / max(units, 1)),
+                units_s="%.0f" % (units / max(seconds, 1e-9)),
+                refresh=False,
+            )
 
     def epoch_end(self, epoch, step):
         if not self.active:
@@ -282,12 +302,22 @@ class Reporter:
         dy.renew_cg()
         metrics = self.cfg.dev()
         if not isinstance(metrics, dict):
-            raise TypeError("dyn.parallel.train: dev must return a dict of metrics, got %s"
-                            % type(metrics).__name__)
+            raise TypeError(
+                "dyn.parallel.train: dev must return a dict of metrics, got %s" % type(metrics).__name__
+            )
         self.dev_history.append(dict(epoch=epoch, step=step, **metrics))
         if self.bar is not None:
-            self.bar.write("epoch %d step %d dev: %s" % (epoch, step, ", ".join(
-                "%s=%.4g" % (k, v) if isinstance(v, float) else "%s=%s" % (k, v) for k, v in metrics.items())))
+            self.bar.write(
+                "epoch %d step %d dev: %s"
+                % (
+                    epoch,
+                    step,
+                    ", ".join(
+                        "%s=%.4g" % (k, v) if isinstance(v, float) else "%s=%s" % (k, v)
+                        for k, v in metrics.items()
+                    ),
+                )
+            )
 
     def close(self, stopped_early):
         """Rank 0 saves a run that stopped early (Ctrl-C, an error): the model as
@@ -349,7 +379,7 @@ def run_sync(loss_fn, data, trainer, exchange: Exchange, cfg: Config, stop: Stop
         for epoch in range(cfg.epochs):
             order = epoch_order(len(data), cfg.seed, epoch)
             for start in range(0, len(data), gb):
-                part = split_batch(order[start:start + gb], size, costs)[rank]
+                part = split_batch(order[start : start + gb], size, costs)[rank]
                 value, units = batch_loss(loss_fn, [data[i] for i in part])
                 sync_gradients(model, exchange, cfg.average)
                 trainer.update()
@@ -389,7 +419,15 @@ def clear_gradients(model):
 
 def make_result(total, seconds, dev_history, workers, mode):
     loss, units, examples, steps = (float(x) for x in total)
-    return TrainResult(examples=int(examples), units=int(units), steps=int(steps),
-                       loss=loss / max(units, 1), seconds=seconds, units_per_s=units / max(seconds, 1e-9),
-                       examples_per_s=examples / max(seconds, 1e-9), dev=dev_history,
-                       workers=workers, mode=mode)
+    return TrainResult(
+        examples=int(examples),
+        units=int(units),
+        steps=int(steps),
+        loss=loss / max(units, 1),
+        seconds=seconds,
+        units_per_s=units / max(seconds, 1e-9),
+        examples_per_s=examples / max(seconds, 1e-9),
+        dev=dev_history,
+        workers=workers,
+        mode=mode,
+    )

@@ -69,8 +69,12 @@ class Model:
         return dy.esum(terms)
 
     def params(self):
-        return {"E": self.E.as_array(), "W1": self.W1.as_array(), "b1": self.b1.as_array(),
-                "W2": self.W2.as_array()}
+        return {
+            "E": self.E.as_array(),
+            "W1": self.W1.as_array(),
+            "b1": self.b1.as_array(),
+            "W2": self.W2.as_array(),
+        }
 
 
 class ThreadExchange(Exchange):
@@ -162,7 +166,9 @@ def write_tagging_data(root, seed=0):
     folder = root / "tagging" / "wikiner-10k"
     folder.mkdir(parents=True)
     for name, n in (("train.txt", 96), ("dev.txt", 40)):
-        lines = [" ".join("%s|%s" % (words[i], "ABC"[i % 3]) for i in rng.randint(0, 24, rng.randint(3, 9)))
-                 for _ in range(n)]
+        lines = [
+            " ".join("%s|%s" % (words[i], "ABC"[i % 3]) for i in rng.randint(0, 24, rng.randint(3, 9)))
+            for _ in range(n)
+        ]
         (folder / name).write_text("\n".join(lines) + "\n")
     return str(root)

@@ -22,7 +22,6 @@ import dyn.parallel as par  # noqa: E402
 from tests.parallel._helpers import TRAINERS, Model, make_data  # noqa: E402
 
 
-
 def case_config(case):
     """'adam-sparse' -> (factory, sparse updates, table read whole as a matrix)."""
     name, mode = case.split("-")
@@ -51,7 +50,7 @@ def run_exchange(ex, out):
         assert buf.ctypes.data == address  # in place: the same memory
         got["sum_" + dtype] = buf
     idx = np.arange(r, dtype=np.int64) + 100 * r  # rank r sends r rows: rank 0 sends none
-    rows = (np.arange(r * 3, dtype=np.float32).reshape(r, 3) + 1000 * r)
+    rows = np.arange(r * 3, dtype=np.float32).reshape(r, 3) + 1000 * r
     got["gather_idx"], got["gather_rows"] = ex.allgather_rows(idx, rows)
     for root in range(k):
         buf = np.full(5, float(r), dtype=np.float32)
@@ -70,9 +69,16 @@ def run_train(ex, out, cases, batch, steps):
         trainer = make_trainer(model.m)
         trainer.set_sparse_updates(sparse or whole)
         save = os.path.join(out, "%s.ckpt.rank%d" % (case, ex.rank))  # named by rank: the test sees who saved
-        result = par.train(model.whole_table_loss if whole else model.loss,
-                           case_data(ex.size, batch, steps), trainer, batch_size=batch, epochs=1,
-                           save=save, progress=False, exchange=ex)
+        result = par.train(
+            model.whole_table_loss if whole else model.loss,
+            case_data(ex.size, batch, steps),
+            trainer,
+            batch_size=batch,
+            epochs=1,
+            save=save,
+            progress=False,
+            exchange=ex,
+        )
         arrays = model.params()
         arrays["steps"], arrays["examples"], arrays["loss"] = result.steps, result.examples, result.loss
         write(out, case, ex.rank, arrays)

@@ -15,16 +15,28 @@ def _mean_loss(model, data):
     return model.loss(data).value() / len(data)
 
 
-@pytest.mark.parametrize("make_trainer", [lambda m: dy.SimpleSGDTrainer(m, 0.05),
-                                          lambda m: dy.AdamTrainer(m, 0.01)], ids=["sgd", "adam"])
+@pytest.mark.parametrize(
+    "make_trainer",
+    [lambda m: dy.SimpleSGDTrainer(m, 0.05), lambda m: dy.AdamTrainer(m, 0.01)],
+    ids=["sgd", "adam"],
+)
 def test_async_loss_decreases_and_result_is_finite(make_trainer):
     shm = shm_entries()
     data = make_data(300, seed=11)
     model = Model()
     before = _mean_loss(model, data)
     trainer = make_trainer(model.m)
-    result = par.train(model.loss, data, trainer, workers=2, mode="async", batch_size=4, epochs=3,
-                       progress=False, dev=lambda: {"loss": _mean_loss(model, data)})
+    result = par.train(
+        model.loss,
+        data,
+        trainer,
+        workers=2,
+        mode="async",
+        batch_size=4,
+        epochs=3,
+        progress=False,
+        dev=lambda: {"loss": _mean_loss(model, data)},
+    )
     after = _mean_loss(model, data)
     assert all(np.isfinite(v).all() for v in model.params().values())
     assert after < before - 0.05
@@ -45,8 +57,9 @@ def test_async_workers_share_the_parameters():
         return value * (0.0 if os.getpid() == parent else 1.0)
 
     w0 = model.W1.as_array().copy()
-    par.train(loss, data, dy.SimpleSGDTrainer(model.m, 0.1), workers=2, mode="async", batch_size=2,
-              progress=False)
+    par.train(
+        loss, data, dy.SimpleSGDTrainer(model.m, 0.1), workers=2, mode="async", batch_size=2, progress=False
+    )
     assert np.abs(model.W1.as_array() - w0).max() > 1e-3
     # back in private memory: a new parameter may be added and trained
     model.m.add_parameters((2, 2))
@@ -86,10 +99,17 @@ def test_workers_share_the_cores_out_for_blas(mode, tmp_path):
 
     with threadpool_limits(limits=4, user_api="blas"):  # more than a worker's share (CI sets 1 by env)
         assert blas() == [4]
-        par.train(loss, make_data(16), dy.SimpleSGDTrainer(model.m), workers=3, mode=mode, batch_size=2,
-                  progress=False)
+        par.train(
+            loss,
+            make_data(16),
+            dy.SimpleSGDTrainer(model.m),
+            workers=3,
+            mode=mode,
+            batch_size=2,
+            progress=False,
+        )
         assert blas() == [4]
     assert blas() == before
     seen = {p.name: p.read_text() for p in tmp_path.iterdir()}
     assert len(seen) == 3 and set(seen.values()) == {str(blas_threads(3))}, seen
-    assert blas_threads(1) == len(os.sched_getaffinity(0)) and blas_threads(10 ** 6) == 1
+    assert blas_threads(1) == len(os.sched_getaffinity(0)) and blas_threads(10**6) == 1

@@ -20,10 +20,10 @@ def test_pool_adopt_moves_values_and_live_nodes():
     pool.adopt(values, grads)
     assert pool.values is values and pool.grads is grads
     np.testing.assert_array_equal(model.W1.as_array(), w1)
-    values[model.W2.off:model.W2.off + model.W2.size] *= 0.5  # the parameters live in the new buffer
+    values[model.W2.off : model.W2.off + model.W2.size] *= 0.5  # the parameters live in the new buffer
     np.testing.assert_allclose(model.W2.as_array(), 0.5 * w2)
     x.backward()  # the graph made before adopt writes its gradients into the new buffer
-    assert np.abs(grads[model.W1.off:model.W1.off + model.W1.size]).sum() > 0
+    assert np.abs(grads[model.W1.off : model.W1.off + model.W1.size]).sum() > 0
     dy.renew_cg()
     assert model.loss(make_data(2)).value() != before
 

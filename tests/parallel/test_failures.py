@@ -40,8 +40,17 @@ def test_a_worker_that_raises_stops_the_run_with_its_traceback(mode, tmp_path):
     shm, path = shm_entries(), str(tmp_path / "m.safetensors")
     model = Model()
     with pytest.raises(par.WorkerError) as info:
-        par.train(_failing_loss(model, _bad_example), make_data(200), dy.AdamTrainer(model.m), workers=2,
-                  mode=mode, batch_size=2, epochs=5, progress=False, save=path)
+        par.train(
+            _failing_loss(model, _bad_example),
+            make_data(200),
+            dy.AdamTrainer(model.m),
+            workers=2,
+            mode=mode,
+            batch_size=2,
+            epochs=5,
+            progress=False,
+            save=path,
+        )
     text = str(info.value)
     assert "worker 1" in text and "Traceback" in text and "ValueError: example 17 has no tags" in text
     assert "_bad_example" in text
@@ -59,8 +68,16 @@ def test_a_killed_worker_is_reported(mode):
     model = Model()
     loss = _failing_loss(model, lambda: os.kill(os.getpid(), signal.SIGKILL))
     with pytest.raises(par.WorkerError, match=r"worker 1 \(pid \d+\) was killed by signal SIGKILL"):
-        par.train(loss, make_data(200), dy.SimpleSGDTrainer(model.m), workers=2, mode=mode, batch_size=2,
-                  epochs=5, progress=False)
+        par.train(
+            loss,
+            make_data(200),
+            dy.SimpleSGDTrainer(model.m),
+            workers=2,
+            mode=mode,
+            batch_size=2,
+            epochs=5,
+            progress=False,
+        )
     assert child_pids() == [] and shm_entries() == shm
 
 
@@ -76,8 +93,16 @@ def test_an_error_in_worker_0_stops_the_others(mode):
         return model.loss(batch)
 
     with pytest.raises(KeyError, match="parent's own error"):
-        par.train(loss, make_data(200), dy.SimpleSGDTrainer(model.m), workers=2, mode=mode, batch_size=2,
-                  epochs=5, progress=False)
+        par.train(
+            loss,
+            make_data(200),
+            dy.SimpleSGDTrainer(model.m),
+            workers=2,
+            mode=mode,
+            batch_size=2,
+            epochs=5,
+            progress=False,
+        )
     assert child_pids() == []
 
 
@@ -111,8 +136,13 @@ SCRIPT = textwrap.dedent("""
 def test_ctrl_c_stops_every_worker_and_saves_the_last_step(mode, tmp_path):
     flag, path = str(tmp_path / "started"), str(tmp_path / "m.safetensors")
     script = SCRIPT.format(root=ROOT, flag=flag, path=path, mode=mode)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         for _ in range(600):
             if os.path.exists(flag) or proc.poll() is not None:

@@ -38,8 +38,11 @@ def _check_collectives(ex, rank, size, counts):
         ex.barrier()
 
 
-@pytest.mark.parametrize("size,counts", [(2, [3, 400]), (3, [0, 7, 250]), (4, [1, 0, 2, 3])],
-                         ids=["2-multiround-rows", "3-one-empty", "4-small"])
+@pytest.mark.parametrize(
+    "size,counts",
+    [(2, [3, 400]), (3, [0, 7, 250]), (4, [1, 0, 2, 3])],
+    ids=["2-multiround-rows", "3-one-empty", "4-small"],
+)
 def test_collectives_give_every_rank_the_same_exact_result(size, counts):
     group = Group(size)
     ex = LocalExchange(size, 4096, group.barrier)  # 400 rows of 5 floats + ids = 11200 bytes > a slot

@@ -14,13 +14,21 @@ from tests.parallel._helpers import TRAINERS, Model, child_pids, make_data, shm_
 RTOL, ATOL = 2e-5, 2e-6
 
 
-
 def _train(workers, batch, make_trainer, sparse, data, epochs=2, **kw):
     model = Model()
     trainer = make_trainer(model.m)
     trainer.set_sparse_updates(sparse)
-    result = par.train(model.loss, data, trainer, workers=workers, mode="sync", batch_size=batch,
-                       epochs=epochs, progress=False, **kw)
+    result = par.train(
+        model.loss,
+        data,
+        trainer,
+        workers=workers,
+        mode="sync",
+        batch_size=batch,
+        epochs=epochs,
+        progress=False,
+        **kw,
+    )
     return model, trainer, result
 
 
@@ -64,8 +72,18 @@ def test_sync_result_dev_history_save_and_nothing_left(tmp_path):
         calls.append(1)
         return {"loss": model.loss(data[:20]).value() / 20}
 
-    result = par.train(model.loss, data, trainer, workers=2, mode="sync", batch_size=5, epochs=3,
-                       dev=dev, save=path, progress=False)
+    result = par.train(
+        model.loss,
+        data,
+        trainer,
+        workers=2,
+        mode="sync",
+        batch_size=5,
+        epochs=3,
+        dev=dev,
+        save=path,
+        progress=False,
+    )
     assert len(calls) == 3 and [d["epoch"] for d in result.dev] == [0, 1, 2]
     assert result.dev[-1]["loss"] < result.dev[0]["loss"]
     assert result.workers == 2 and result.mode == "sync" and result.units == result.examples == 180

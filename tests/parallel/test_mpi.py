@@ -43,14 +43,21 @@ def find_mpiexec():
 
 
 MPIEXEC = find_mpiexec()
-pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec/mpirun found next to %s or on PATH "
-                                "(pip install 'dyn[mpi]' installs MPICH's)" % sys.executable)
+pytestmark = pytest.mark.skipif(
+    MPIEXEC is None,
+    reason="no mpiexec/mpirun found next to %s or on PATH "
+    "(pip install 'dyn[mpi]' installs MPICH's)" % sys.executable,
+)
 
 
 def run_mpi(n, *args, script=WORKER, timeout=120):
     """``mpiexec -n n python script args``; fails the test with the ranks' output on an error."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        OPENBLAS_NUM_THREADS="1",
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+    )
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")  # Open MPI, when run as root
     cmd = [MPIEXEC, "-n", str(n), sys.executable, script, *args]
     try:
@@ -87,8 +94,10 @@ def test_collectives(tmp_path, n):
 
 # every trainer with sparse (exact catch-up) and dense lookup updates on 2 ranks, and a table read
 # whole; on 4 ranks (2 cores: oversubscribed, slower) the three the issue names
-CASES = {2: ["%s-%s" % (t, m) for t in worker.TRAINERS for m in ("sparse", "dense")] + ["adam-whole"],
-         4: ["%s-%s" % (t, m) for t in ("sgd", "momentum", "adam") for m in ("sparse", "dense")]}
+CASES = {
+    2: ["%s-%s" % (t, m) for t in worker.TRAINERS for m in ("sparse", "dense")] + ["adam-whole"],
+    4: ["%s-%s" % (t, m) for t in ("sgd", "momentum", "adam") for m in ("sparse", "dense")],
+}
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +125,7 @@ def reference(case, n):
     order, gb, total = epoch_order(len(data), 0, 0), n * BATCH, 0.0
     for start in range(0, len(data), gb):
         dy.renew_cg()
-        batch = [data[i] for i in order[start:start + gb]]
+        batch = [data[i] for i in order[start : start + gb]]
         loss = (model.whole_table_loss if whole else model.loss)(batch)
         total += loss.value()
         loss.backward()
@@ -162,12 +171,25 @@ def test_mpi_tagger_example_trains_like_one_process(tmp_path):
     figures = {}
     for ranks, batch in ((1, 8), (2, 4)):
         out = str(tmp_path / ("run%d.json" % ranks))
-        args = [data, "--batch", str(batch), "--epochs", "3", "--lr", "0.01", "--json", out,
-                "--save", str(tmp_path / ("model%d" % ranks))]
+        args = [
+            data,
+            "--batch",
+            str(batch),
+            "--epochs",
+            "3",
+            "--lr",
+            "0.01",
+            "--json",
+            out,
+            "--save",
+            str(tmp_path / ("model%d" % ranks)),
+        ]
         run_mpi(ranks, *args, script=os.path.join(REPO, "examples", "mpi_tagger.py"))
         with open(out) as f:
             figures[ranks] = json.load(f)
     one, two = figures[1], figures[2]
-    assert (two["ranks"], two["steps"], two["sentences"]) == (2, one["steps"], one["sentences"]) == (2, 36, 288)
+    assert (
+        (two["ranks"], two["steps"], two["sentences"]) == (2, one["steps"], one["sentences"]) == (2, 36, 288)
+    )
     assert two["train_loss"] == pytest.approx(one["train_loss"], rel=1e-5)
     assert two["dev_acc"] == one["dev_acc"] > 0.9  # chance is 1/3

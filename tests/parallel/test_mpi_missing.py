@@ -8,9 +8,11 @@ import pytest
 
 def test_asking_for_mpi_without_mpi4py_says_what_to_install():
     # a fresh interpreter where `import mpi4py` fails, whether or not it is installed here
-    code = ("import sys; sys.modules['mpi4py'] = None\n"
-            "import dyn.parallel as par\n"
-            "try:\n    par.MpiExchange()\nexcept ImportError as e:\n    print(e)\n")
+    code = (
+        "import sys; sys.modules['mpi4py'] = None\n"
+        "import dyn.parallel as par\n"
+        "try:\n    par.MpiExchange()\nexcept ImportError as e:\n    print(e)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "pip install 'dyn[mpi]'" in out.stdout and "mpirun -n 2" in out.stdout

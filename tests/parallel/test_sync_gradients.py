@@ -12,8 +12,10 @@ RTOL, ATOL = 1e-5, 1e-6  # float32: the ranks sum their parts in another order t
 
 
 def _grads(model):
-    return {name: p.grad_as_array().copy() for name, p in
-            (("E", model.E), ("W1", model.W1), ("b1", model.b1), ("W2", model.W2))}
+    return {
+        name: p.grad_as_array().copy()
+        for name, p in (("E", model.E), ("W1", model.W1), ("b1", model.b1), ("W2", model.W2))
+    }
 
 
 def _backward(model, batch, whole=False):
@@ -99,8 +101,10 @@ def test_broadcast_parameters_makes_every_rank_equal_to_root():
         t.update()
     want = replicas[1].params()
     want_m = trainers[1]._state(replicas[1].W1).arrays[0].copy()
-    run_ranks(lambda ex: broadcast_parameters(replicas[ex.rank].m, ex, root=1, trainer=trainers[ex.rank]),
-              ThreadExchange.group(3))
+    run_ranks(
+        lambda ex: broadcast_parameters(replicas[ex.rank].m, ex, root=1, trainer=trainers[ex.rank]),
+        ThreadExchange.group(3),
+    )
     for r, t in zip(replicas, trainers):
         for name, v in r.params().items():
             np.testing.assert_array_equal(v, want[name], err_msg=name)
