@@ -153,22 +153,23 @@ def table(args, summary):
                 )
             )
     r0 = summary[args.modes[0], 1]["runs"][0]
-    lines += [
-        "",
-        "%d sentences (%d words) x %d epoch(s), dev %s sentences; %d repeat(s), alternating; "
-        "%s, %d cores, Python %s"
-        % (
-            r0["sentences"] // args.epochs,
-            r0["words"] // args.epochs,
-            args.epochs,
-            args.dev_limit or "all",
-            args.repeat,
-            platform.machine(),
-            os.cpu_count(),
-            platform.python_version(),
-        ),
-    ]
+    lines += ["", footer(r0, args, "dev %s sentences" % (args.dev_limit or "all"))]
     return "\n".join(lines) + "\n"
+
+
+def footer(r0, args, detail, *extra):
+    """A table's last line: the runs' size (from a run's figures), ``detail``, the repeats and the machine."""
+    return "%d sentences (%d words) x %d epoch(s), %s; %d repeat(s), alternating; %s" % (
+        r0["sentences"] // args.epochs,
+        r0["words"] // args.epochs,
+        args.epochs,
+        detail,
+        args.repeat,
+        ", ".join(
+            ["%s, %d cores, Python %s" % (platform.machine(), os.cpu_count(), platform.python_version())]
+            + list(extra)
+        ),
+    )
 
 
 def plot(args, summary, path):

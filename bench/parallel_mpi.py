@@ -21,24 +21,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import shutil
 import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "mpi_tagger.py")
+sys.path.insert(0, REPO)  # this checkout's dyn, as the runs use
 
-from parallel import median, run_example  # noqa: E402  (bench/parallel.py: the same runner)
+from parallel import footer, median, run_example  # noqa: E402  (bench/parallel.py: the same runner)
 
-
-def find_mpiexec():
-    """mpiexec (or mpirun) next to this Python (the MPICH of ``pip install 'dyn[mpi]'``), else on PATH."""
-    here = os.path.dirname(sys.executable)
-    for name in ("mpiexec", "mpirun"):
-        if os.access(os.path.join(here, name), os.X_OK):
-            return os.path.join(here, name)
-    return shutil.which("mpiexec") or shutil.which("mpirun")
+from dyn.parallel._mpi import find_mpiexec  # noqa: E402
 
 
 def run_once(ranks, batch, args, workdir, tag):
@@ -71,7 +63,6 @@ def run_once(ranks, batch, args, workdir, tag):
 
 
 def max_param_difference(path_a, path_b):
-    sys.path.insert(0, REPO)  # this checkout's dyn, as the runs use
     from dyn import _safetensors
 
     a, _ = _safetensors.read(path_a)
@@ -106,20 +97,7 @@ def table(args, single, multi, diff):
         "speed-up (median words/s, %d ranks over 1 process): **%.2fx**" % (k, m_med / s_med),
         "largest parameter difference between the two runs: %.2g (float32)" % diff,
         "",
-        "%d sentences (%d words) x %d epoch(s), %d steps of %d sentences; %d repeat(s), alternating; "
-        "%s, %d cores, Python %s, %s"
-        % (
-            r0["sentences"] // args.epochs,
-            r0["words"] // args.epochs,
-            args.epochs,
-            r0["steps"],
-            k * b,
-            args.repeat,
-            platform.machine(),
-            os.cpu_count(),
-            platform.python_version(),
-            args.mpi_version,
-        ),
+        footer(r0, args, "%d steps of %d sentences" % (r0["steps"], k * b), args.mpi_version),
     ]
     return "\n".join(lines) + "\n"
 

@@ -25,7 +25,7 @@ from multiprocessing.connection import wait as wait_any
 import numpy as np
 
 import dyn as dy
-from dyn.parallel._shm import LocalExchange, SpinBarrier, share_pools, shared_array
+from dyn.parallel._shm import LocalExchange, SpinBarrier, share_pools, shared_array, usable_cores
 from dyn.parallel._sync import (
     Reporter,
     StopFlag,
@@ -177,12 +177,8 @@ def train_local(loss_fn, data, trainer, n, mode, cfg):
 
 
 def blas_threads(workers):
-    """BLAS threads per worker: this machine's cores (those this process may use) shared out."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, cores // workers)
+    """BLAS threads per worker: the cores this process may use, shared out."""
+    return max(1, usable_cores() // workers)
 
 
 def _run_group(group, body, parent):

@@ -19,11 +19,25 @@ Example (``mpirun -n 2 python train.py``)::
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+
 import numpy as np
 
 from dyn.parallel._exchange import Exchange
 
-__all__ = ["MpiExchange", "import_mpi"]
+__all__ = ["MpiExchange", "import_mpi", "find_mpiexec"]
+
+
+def find_mpiexec():
+    """The path of mpiexec (or mpirun) next to this Python (the MPICH of ``pip install 'dyn[mpi]'``),
+    else on PATH; None when there is none. For what launches ranks (the MPI tests, the MPI bench)."""
+    here = os.path.dirname(sys.executable)
+    for name in ("mpiexec", "mpirun"):
+        if os.access(os.path.join(here, name), os.X_OK):
+            return os.path.join(here, name)
+    return shutil.which("mpiexec") or shutil.which("mpirun")
 
 
 def import_mpi():

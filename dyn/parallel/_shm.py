@@ -25,6 +25,13 @@ import numpy as np
 from dyn.parallel._exchange import Exchange
 
 
+def usable_cores():
+    """The cores this process may run on (its affinity mask, where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def shared_array(n, dtype):
     """A zeroed 1-D array of n elements in anonymous shared memory (kept by fork)."""
     dtype = np.dtype(dtype)
@@ -98,10 +105,9 @@ class SpinBarrier:
         self._spin = _spin
         self.size, self.rank, self.gen = int(size), 0, 0
         self.words = shared_array(_spin.words_needed(self.size), np.int64)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         # spin a little (2000 rounds of the CPU's pause: tens of microseconds) while the processes fit on
         # the cores; a long spin is ruinous when they do not (the one waited for may be off its core)
-        self.spins = 2000 if self.size <= cores else 0
+        self.spins = 2000 if self.size <= usable_cores() else 0
 
     def wait(self):
         self.gen += 1

@@ -168,20 +168,9 @@ def broadcast_parameters(model, exchange: Exchange, root: int = 0, trainer=None)
 
 
 class Config:
-    """What dyn.parallel.train was asked for (see its docstring)."""
+    """What dyn.parallel.train was asked for, checked (its docstring has the defaults and meanings)."""
 
-    def __init__(
-        self,
-        batch_size=1,
-        epochs=1,
-        dev=None,
-        dev_every=None,
-        save=None,
-        seed=0,
-        progress=True,
-        average=False,
-        cost=None,
-    ):
+    def __init__(self, batch_size, epochs, dev, dev_every, save, seed, progress, average, cost):
         if batch_size is None:
             batch_size = 1
         if int(batch_size) < 1 or int(epochs) < 1:

@@ -172,3 +172,26 @@ def write_tagging_data(root, seed=0):
         ]
         (folder / name).write_text("\n".join(lines) + "\n")
     return str(root)
+
+
+def tagger_example_args(tmp_path, tag):
+    """What the tests give both tagger examples besides the data: 3 epochs at lr 0.01, the figures
+    to <tag>.json and the model to <tag>.safetensors. Returns (arguments, the figures' path)."""
+    out = str(tmp_path / (tag + ".json"))
+    return [
+        "--epochs",
+        "3",
+        "--lr",
+        "0.01",
+        "--json",
+        out,
+        "--save",
+        str(tmp_path / (tag + ".safetensors")),
+    ], out
+
+
+def read_json(path):
+    import json
+
+    with open(path) as f:
+        return json.load(f)

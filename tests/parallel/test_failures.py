@@ -31,6 +31,13 @@ def _failing_loss(model, action):
     return loss
 
 
+def _two_workers(loss, trainer, mode, **kw):
+    """The run every failure test starts: 2 workers, 200 examples, 2 a step, 5 epochs."""
+    return par.train(
+        loss, make_data(200), trainer, workers=2, mode=mode, batch_size=2, epochs=5, progress=False, **kw
+    )
+
+
 def _bad_example():
     raise ValueError("example 17 has no tags")
 
@@ -40,17 +47,7 @@ def test_a_worker_that_raises_stops_the_run_with_its_traceback(mode, tmp_path):
     shm, path = shm_entries(), str(tmp_path / "m.safetensors")
     model = Model()
     with pytest.raises(par.WorkerError) as info:
-        par.train(
-            _failing_loss(model, _bad_example),
-            make_data(200),
-            dy.AdamTrainer(model.m),
-            workers=2,
-            mode=mode,
-            batch_size=2,
-            epochs=5,
-            progress=False,
-            save=path,
-        )
+        _two_workers(_failing_loss(model, _bad_example), dy.AdamTrainer(model.m), mode, save=path)
     text = str(info.value)
     assert "worker 1" in text and "Traceback" in text and "ValueError: example 17 has no tags" in text
     assert "_bad_example" in text
@@ -68,16 +65,7 @@ def test_a_killed_worker_is_reported(mode):
     model = Model()
     loss = _failing_loss(model, lambda: os.kill(os.getpid(), signal.SIGKILL))
     with pytest.raises(par.WorkerError, match=r"worker 1 \(pid \d+\) was killed by signal SIGKILL"):
-        par.train(
-            loss,
-            make_data(200),
-            dy.SimpleSGDTrainer(model.m),
-            workers=2,
-            mode=mode,
-            batch_size=2,
-            epochs=5,
-            progress=False,
-        )
+        _two_workers(loss, dy.SimpleSGDTrainer(model.m), mode)
     assert child_pids() == [] and shm_entries() == shm
 
 
@@ -93,16 +81,7 @@ def test_an_error_in_worker_0_stops_the_others(mode):
         return model.loss(batch)
 
     with pytest.raises(KeyError, match="parent's own error"):
-        par.train(
-            loss,
-            make_data(200),
-            dy.SimpleSGDTrainer(model.m),
-            workers=2,
-            mode=mode,
-            batch_size=2,
-            epochs=5,
-            progress=False,
-        )
+        _two_workers(loss, dy.SimpleSGDTrainer(model.m), mode)
     assert child_pids() == []
 
 

@@ -5,9 +5,7 @@ checks and the single-process reference are computed here. Skipped, with the
 reason, where mpi4py or an ``mpiexec`` is not installed (``pip install 'dyn[mpi]'``).
 """
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -15,8 +13,9 @@ import numpy as np
 import pytest
 
 import dyn as dy
+from dyn.parallel._mpi import find_mpiexec
 from dyn.parallel._sync import epoch_order
-from tests.parallel._helpers import Model, write_tagging_data
+from tests.parallel._helpers import Model, read_json, tagger_example_args, write_tagging_data
 
 pytest.importorskip("mpi4py", reason="the MPI tests need mpi4py and an MPI: pip install 'dyn[mpi]'")
 
@@ -30,16 +29,6 @@ STEPS, BATCH = 100, 2  # 100 synchronous steps of BATCH examples per rank
 # from itself by as much), the issue's bar is 1e-5. The learning rates are small enough that
 # training does not amplify rounding (momentum at lr 0.05 does: 2e-4 between the two orders).
 TOL = 1e-5
-
-
-def find_mpiexec():
-    """mpiexec (or mpirun) next to this Python (a pip-installed MPICH), else on PATH."""
-    here = os.path.dirname(sys.executable)
-    for name in ("mpiexec", "mpirun"):
-        path = os.path.join(here, name)
-        if os.access(path, os.X_OK):
-            return path
-    return shutil.which("mpiexec") or shutil.which("mpirun")
 
 
 MPIEXEC = find_mpiexec()
@@ -170,23 +159,11 @@ def test_mpi_tagger_example_trains_like_one_process(tmp_path):
     data = write_tagging_data(tmp_path / "data")
     figures = {}
     for ranks, batch in ((1, 8), (2, 4)):
-        out = str(tmp_path / ("run%d.json" % ranks))
-        args = [
-            data,
-            "--batch",
-            str(batch),
-            "--epochs",
-            "3",
-            "--lr",
-            "0.01",
-            "--json",
-            out,
-            "--save",
-            str(tmp_path / ("model%d" % ranks)),
-        ]
-        run_mpi(ranks, *args, script=os.path.join(REPO, "examples", "mpi_tagger.py"))
-        with open(out) as f:
-            figures[ranks] = json.load(f)
+        extra, out = tagger_example_args(tmp_path, "ranks%d" % ranks)
+        run_mpi(
+            ranks, data, "--batch", str(batch), *extra, script=os.path.join(REPO, "examples", "mpi_tagger.py")
+        )
+        figures[ranks] = read_json(out)
     one, two = figures[1], figures[2]
     assert (
         (two["ranks"], two["steps"], two["sentences"]) == (2, one["steps"], one["sentences"]) == (2, 36, 288)

@@ -1,38 +1,23 @@
 """examples/parallel_tagger.py and bench/parallel.py on a tiny generated tagging set."""
 
-import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.parallel._helpers import write_tagging_data
+from tests.parallel._helpers import read_json, tagger_example_args, write_tagging_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=REPO)
 
 
 def run_example(tmp_path, data, tag, *args):
-    out = str(tmp_path / (tag + ".json"))
-    cmd = [
-        sys.executable,
-        os.path.join(REPO, "examples", "parallel_tagger.py"),
-        data,
-        "--epochs",
-        "3",
-        "--lr",
-        "0.01",
-        "--json",
-        out,
-        "--save",
-        str(tmp_path / (tag + ".safetensors")),
-        *args,
-    ]
+    extra, out = tagger_example_args(tmp_path, tag)
+    cmd = [sys.executable, os.path.join(REPO, "examples", "parallel_tagger.py"), data, *extra, *args]
     proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    with open(out) as f:
-        return json.load(f)
+    return read_json(out)
 
 
 def test_two_sync_workers_train_like_one_process_on_the_combined_batch(tmp_path):
