@@ -24,6 +24,9 @@ class Exchange:
 
     rank: int = 0
     size: int = 1
+    # how many of the ranks (this one included) run on this rank's cores: on this machine, with
+    # overlapping CPU affinity. dyn.parallel's loops give each its share of those cores for BLAS.
+    local_size: int = 1
 
     def allreduce_sum(self, buf: np.ndarray) -> None:
         """Replace ``buf`` on every rank by the elementwise sum over ranks (in place)."""

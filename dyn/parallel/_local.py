@@ -25,10 +25,11 @@ from multiprocessing.connection import wait as wait_any
 import numpy as np
 
 import dyn as dy
-from dyn.parallel._shm import LocalExchange, SpinBarrier, share_pools, shared_array, usable_cores
+from dyn.parallel._shm import LocalExchange, SpinBarrier, share_pools, shared_array
 from dyn.parallel._sync import (
     Reporter,
     StopFlag,
+    blas_share,
     batch_loss,
     epoch_order,
     example_costs,
@@ -157,28 +158,18 @@ def _die_with_parent():
 
 def train_local(loss_fn, data, trainer, n, mode, cfg):
     """dyn.parallel.train with n > 1 worker processes on this machine."""
-    from threadpoolctl import threadpool_limits
-
     data = data if isinstance(data, list) else list(data)
     if mode == "sync":
         cfg.costs = example_costs(data, cfg.cost)  # a bad cost is raised here, before any fork
     group = Group(n)
     stop = StopFlag(on_set=group.halt if mode == "async" else None)
-    # n processes that each run a multithreaded BLAS would ask for n times the cores, and OpenBLAS's
-    # idle threads spin: 2 workers on 2 cores ran 6x slower than one process. Each worker gets its
-    # share of the cores (set before the fork, so the workers inherit it; undone afterwards).
     try:
-        with threadpool_limits(limits=blas_threads(n), user_api="blas"):
-            if mode == "sync":
-                return _sync(loss_fn, data, trainer, n, cfg, group, stop)
+        if mode == "sync":  # each worker's run_sync runs BLAS with its share of the cores
+            return _sync(loss_fn, data, trainer, n, cfg, group, stop)
+        with blas_share(n):  # set before the fork: the workers inherit it
             return _async(loss_fn, data, trainer, n, cfg, group, stop)
     finally:
         stop.close()
-
-
-def blas_threads(workers):
-    """BLAS threads per worker: the cores this process may use, shared out."""
-    return max(1, usable_cores() // workers)
 
 
 def _run_group(group, body, parent):

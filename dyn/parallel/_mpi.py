@@ -30,6 +30,13 @@ from dyn.parallel._exchange import Exchange
 __all__ = ["MpiExchange", "import_mpi", "find_mpiexec"]
 
 
+def _cores():
+    """The set of cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return frozenset(os.sched_getaffinity(0))
+    return frozenset(range(os.cpu_count() or 1))
+
+
 def find_mpiexec():
     """The path of mpiexec (or mpirun) next to this Python (the MPICH of ``pip install 'dyn[mpi]'``),
     else on PATH; None when there is none. For what launches ranks (the MPI tests, the MPI bench)."""
@@ -82,6 +89,12 @@ class MpiExchange(Exchange):
         self._MPI = MPI
         self.comm = (MPI.COMM_WORLD if comm is None else comm).Dup()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        # the ranks on this machine whose cores overlap this rank's (a launcher that binds ranks to
+        # their own cores, as Slurm does, leaves each its cores; unbound ranks share them all)
+        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED)
+        mine = _cores()
+        self.local_size = sum(1 for cores in node.allgather(mine) if cores & mine)
+        node.Free()
 
     def __repr__(self):
         return "MpiExchange(rank=%d, size=%d)" % (self.rank, self.size)

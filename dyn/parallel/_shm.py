@@ -23,13 +23,7 @@ import time
 import numpy as np
 
 from dyn.parallel._exchange import Exchange
-
-
-def usable_cores():
-    """The cores this process may run on (its affinity mask, where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+from dyn.parallel._sync import usable_cores
 
 
 def shared_array(n, dtype):
@@ -139,6 +133,7 @@ class LocalExchange(Exchange):
 
     def __init__(self, size, slot_bytes, barrier):
         self.size, self.rank = int(size), 0
+        self.local_size = self.size  # every worker is forked on this machine
         self.cap = max(int(slot_bytes) // 8 * 8, 4096)
         self.barrier_ = barrier
         self.slots = shared_array(2 * self.size * self.cap, np.uint8).reshape(2, self.size, self.cap)

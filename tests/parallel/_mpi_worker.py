@@ -1,6 +1,7 @@
 """What each rank runs under ``mpiexec -n K`` for tests/parallel/test_mpi*.py.
 
     python _mpi_worker.py exchange OUT          the collectives on known inputs
+    python _mpi_worker.py cores OUT             each rank's cores and local_size
     python _mpi_worker.py train OUT CASES B N   train every case of CASES for N steps
                                                 at B examples per rank
 
@@ -18,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+import dyn as dy  # noqa: E402
 import dyn.parallel as par  # noqa: E402
 from tests.parallel._helpers import TRAINERS, Model, make_data  # noqa: E402
 
@@ -56,6 +58,23 @@ def run_exchange(ex, out):
         buf = np.full(5, float(r), dtype=np.float32)
         ex.broadcast(buf, root)
         got["bcast_%d" % root] = buf
+    got["local_size"] = np.array(ex.local_size)
+    # the loop runs BLAS with this rank's share of the machine's cores (more than that set here)
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from dyn.parallel._sync import usable_cores
+
+    model, seen = Model(), []
+
+    def loss(batch):
+        seen.append(min(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+        return model.loss(batch)
+
+    with threadpool_limits(limits=4, user_api="blas"):
+        par.train(
+            loss, make_data(4 * k), dy.SimpleSGDTrainer(model.m), batch_size=2, progress=False, exchange=ex
+        )
+    got["blas_in_train"], got["cores"] = np.array(seen), np.array(usable_cores())
     ex.barrier()
     write(out, "exchange", r, got)
 
@@ -89,6 +108,13 @@ def main(argv):
     try:
         if argv[0] == "exchange":
             run_exchange(ex, argv[1])
+        elif argv[0] == "cores":  # what this rank runs on, and how many ranks share that
+            write(
+                argv[1],
+                "cores",
+                ex.rank,
+                {"cores": np.array(sorted(os.sched_getaffinity(0))), "local_size": np.array(ex.local_size)},
+            )
         else:
             run_train(ex, argv[1], argv[2], int(argv[3]), int(argv[4]))
     finally:

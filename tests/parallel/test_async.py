@@ -84,7 +84,7 @@ def test_workers_share_the_cores_out_for_blas(mode, tmp_path):
     OpenBLAS pool oversubscribe the machine); this process's setting comes back afterwards."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from dyn.parallel._local import blas_threads
+    from dyn.parallel._sync import blas_threads
 
     def blas():
         return sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})

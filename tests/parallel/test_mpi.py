@@ -39,7 +39,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run_mpi(n, *args, script=WORKER, timeout=120):
+def run_mpi(n, *args, script=WORKER, timeout=120, launcher=()):
     """``mpiexec -n n python script args``; fails the test with the ranks' output on an error."""
     env = dict(
         os.environ,
@@ -48,7 +48,7 @@ def run_mpi(n, *args, script=WORKER, timeout=120):
         PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
     )
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")  # Open MPI, when run as root
-    cmd = [MPIEXEC, "-n", str(n), sys.executable, script, *args]
+    cmd = [MPIEXEC, "-n", str(n), *launcher, sys.executable, script, *args]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
@@ -79,6 +79,19 @@ def test_collectives(tmp_path, n):
         np.testing.assert_array_equal(got["gather_rows"], want_rows)
         for root in range(n):
             np.testing.assert_array_equal(got["bcast_%d" % root], np.full(5, float(root)))
+        assert int(got["local_size"]) == n  # loopback: every rank on this machine
+        assert set(got["blas_in_train"].tolist()) == {max(1, int(got["cores"]) // n)}
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="binding 2 ranks to their own cores needs 2")
+def test_ranks_bound_to_their_own_cores_do_not_share_them(tmp_path):
+    """local_size counts the ranks whose cores overlap this one's: unbound ranks on one machine
+    share every core (2; test_collectives), ranks bound to a core each share nothing (1), so each
+    keeps its own cores for BLAS."""
+    run_mpi(2, "cores", str(tmp_path), launcher=("-bind-to", "core"))
+    got = [load(tmp_path, "cores", r) for r in range(2)]
+    assert [len(g["cores"]) for g in got] == [1, 1] and got[0]["cores"][0] != got[1]["cores"][0]
+    assert [int(g["local_size"]) for g in got] == [1, 1]
 
 
 # every trainer with sparse (exact catch-up) and dense lookup updates on 2 ranks, and a table read
