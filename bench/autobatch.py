@@ -71,7 +71,7 @@ GRAD_TOL = 1e-3  # relative to the largest gradient entry
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default=None, help="data folder (default ../shared/data from the repository)")
+    p.add_argument("--data", default=None, help="data folder (default: $DYN_DATA, else ../shared/data)")
     p.add_argument("--time", type=float, default=30.0, help="training seconds per configuration (all rounds)")
     p.add_argument("--rounds", type=int, default=5, help="alternation rounds")
     p.add_argument("--batch", type=int, default=64, help="examples per graph")

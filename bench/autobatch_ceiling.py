@@ -52,7 +52,7 @@ H, EMB, NLABELS = 128, 128, 5
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default=None, help="data folder (default ../shared/data from the repository)")
+    p.add_argument("--data", default=None, help="data folder (default: $DYN_DATA, else ../shared/data)")
     p.add_argument("--graphs", type=int, default=20, help="minibatches (graphs) timed")
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds")
     p.add_argument("--batch", type=int, default=64, help="trees per graph")

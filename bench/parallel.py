@@ -203,7 +203,9 @@ def plot(args, summary, path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("data", nargs="?", default=None, help="data folder (default ../shared/data)")
+    p.add_argument(
+        "data", nargs="?", default=None, help="data folder (default: $DYN_DATA, else ../shared/data)"
+    )
     p.add_argument("--workers", default="1,2,4", help="comma-separated worker counts (1 is added)")
     p.add_argument("--modes", default="async,sync")
     p.add_argument("--batch", type=int, default=16, help="async: sentences per worker per step")

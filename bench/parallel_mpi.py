@@ -104,7 +104,9 @@ def table(args, single, multi, diff):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("data", nargs="?", default=None, help="data folder (default ../shared/data)")
+    p.add_argument(
+        "data", nargs="?", default=None, help="data folder (default: $DYN_DATA, else ../shared/data)"
+    )
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--batch", type=int, default=16, help="sentences per rank per step")
     p.add_argument("--epochs", type=int, default=1)

@@ -208,7 +208,9 @@ def write_section(out, text):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("data", nargs="?", default=None)
+    p.add_argument(
+        "data", nargs="?", default=None, help="data folder (default: $DYN_DATA, else ../shared/data)"
+    )
     p.add_argument("--time", type=float, default=60.0, help="training seconds per run")
     p.add_argument("--quick", action="store_true", help="tiny data slices, at most 5 s per run")
     p.add_argument("--threads", type=int, default=1)
@@ -228,9 +230,7 @@ def main(argv=None):
     import common
 
     data = args.data or common.default_data_dir()
-    if not os.path.isdir(os.path.join(data, "ptb")):
-        print("note: no benchmark data in %s (see the tasks' --help): nothing run" % data)
-        return 0
+    common.check_data(argparse.Namespace(data=data), ["ptb", "tagging", "sst"])  # else: where data goes
     have_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
     if not have_torch:
         print("note: PyTorch is not installed (or --no-torch): dyn only")

@@ -3,8 +3,9 @@ examples/parallel_tagger.py (worker processes) and examples/mpi_tagger.py (MPI r
 
 The model has the sizes of bench/tasks/bilstm_tagger.py: embeddings 128, an
 LSTM of 50 each way, a tanh layer of 32, trained with exact sparse Adam. The
-data is wikiner-10k (``word|tag`` per token) under DATA/tagging/ (default
-../shared/data).
+data is wikiner-10k (``word|tag`` per token) under DATA/tagging/, DATA being the
+folder given (``--data DIR``, or as the first argument, as bench/ takes it), else
+the ``DYN_DATA`` environment variable, else ../shared/data beside the repository.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import common  # noqa: E402
 import numpy as np  # noqa: E402
 
 import dyn as dy  # noqa: E402
+from dyn.data import find_data_or_exit  # noqa: E402
 
 
 class Tagger:
@@ -58,7 +60,8 @@ class Tagger:
 
 def load_data(data_dir, limit=None, dev_limit=None):
     """(train, dev, nwords, ntags) as (word ids, tag ids) pairs; words seen < 6 times are _UNK_."""
-    args = argparse.Namespace(data=data_dir or common.default_data_dir(), quick=False)
+    folder = find_data_or_exit(data_dir, need="tagging")  # a message, not a traceback, without the data
+    args = argparse.Namespace(data=str(folder), quick=False)
     train, dev, vw, vt, _, _ = common.tagging(args)
     unk = vw.w2i["_UNK_"]
 
@@ -73,7 +76,13 @@ def load_data(data_dir, limit=None, dev_limit=None):
 def add_arguments(p, who, bench):
     """The command line both examples share; ``who`` is "rank" or "worker", ``bench`` the script
     that times the example."""
-    p.add_argument("data", nargs="?", default=None, help="data folder (default ../shared/data)")
+    p.add_argument("data", nargs="?", default=None, help="data folder (as --data)")
+    p.add_argument(
+        "--data",
+        dest="data_option",
+        default=None,
+        help="data folder (default: $DYN_DATA, else ../shared/data beside the repository)",
+    )
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch", type=int, default=16, help="sentences per %s per step" % who)
     p.add_argument("--limit", type=int, default=None, help="use the first N training sentences")
@@ -92,6 +101,7 @@ def add_arguments(p, who, bench):
 def build(args):
     """Seed, data, model, trainer and the functions dyn.parallel.train takes, from the command line."""
     dy.reset_random_seed(args.seed)  # the same initial values in every process
+    args.data = args.data_option or args.data
     train, dev, nwords, ntags = load_data(args.data, args.limit, args.dev_limit)
     model = dy.ParameterCollection()
     tagger = Tagger(model, nwords, ntags)

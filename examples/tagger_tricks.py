@@ -1,8 +1,10 @@
 """A BiLSTM tagger trained with the training tricks of dyn.training.
 
-The tagger reads ``word|tag`` sentences (WikiNER from the shared data folder,
-``<data>/tagging/wikiner-10k``); when that folder is absent it generates a tiny
-tagging set instead, so the program runs anywhere. Training uses:
+The tagger reads ``word|tag`` sentences: WikiNER, ``DATA/tagging/wikiner-10k``, with
+DATA from ``--data``, else the ``DYN_DATA`` environment variable, else
+``../shared/data`` beside the repository (see ``dyn.data``). ``--generated`` trains
+on a tiny generated tagging set instead, to try the program without the data.
+Training uses:
 
   * the loop helper ``training.fit`` (progress bar with loss and examples/s);
   * the loss normalised per sentence length (``training.per_length``);
@@ -13,6 +15,8 @@ tagging set instead, so the program runs anywhere. Training uses:
   * checkpoints of the last epochs, whose average is evaluated too.
 
     python examples/tagger_tricks.py --train 400 --epochs 6
+    python examples/tagger_tricks.py --data /path/to/data
+    python examples/tagger_tricks.py --generated
 """
 
 import argparse
@@ -24,9 +28,8 @@ import numpy as np
 
 import dyn as dy
 from dyn import training
+from dyn.data import find_data_or_exit
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_DATA = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
 EPOCH_LINE = "epoch %(epoch)d loss %(loss).4f dev %(dev).4f lr %(learning_rate)g"
 
 
@@ -65,14 +68,15 @@ def generated_data(n, seed):
     return out
 
 
-def load_data(data_dir, n_train, n_dev, seed):
-    """(train, dev, source): WikiNER slices if the data folder has them, else generated."""
-    d = os.path.join(data_dir or DEFAULT_DATA, "tagging", "wikiner-10k")
-    if os.path.isfile(os.path.join(d, "train.txt")):
-        train = read_tagged(os.path.join(d, "train.txt"), n_train)
-        dev = read_tagged(os.path.join(d, "dev.txt"), n_dev)
-        return train, dev, d
-    return generated_data(n_train, seed), generated_data(n_dev, seed + 1), "generated"
+def load_data(data_dir, n_train, n_dev, seed, generated=False):
+    """(train, dev, source): WikiNER slices from the data folder, or generated ones when asked.
+    Without the data the program stops with a message saying where the data goes."""
+    if generated:
+        return generated_data(n_train, seed), generated_data(n_dev, seed + 1), "generated"
+    d = os.path.join(find_data_or_exit(data_dir, need="tagging"), "tagging", "wikiner-10k")
+    train = read_tagged(os.path.join(d, "train.txt"), n_train)
+    dev = read_tagged(os.path.join(d, "dev.txt"), n_dev)
+    return train, dev, d
 
 
 class Tagger:
@@ -127,7 +131,12 @@ def vocabulary(train, min_count=2):
 def main(argv=None):
     """Trains the tagger with the tricks; returns accuracies and what each trick did."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default=None, help="data folder (default ../shared/data)")
+    p.add_argument(
+        "--data",
+        default=None,
+        help="data folder (default: $DYN_DATA, else ../shared/data beside the repository)",
+    )
+    p.add_argument("--generated", action="store_true", help="train on a tiny generated tagging set instead")
     p.add_argument("--train", type=int, default=400)
     p.add_argument("--dev", type=int, default=100)
     p.add_argument("--epochs", type=int, default=6)
@@ -139,7 +148,7 @@ def main(argv=None):
     p.add_argument("--progress", action="store_true", help="show the progress bar")
     args, _ = p.parse_known_args(argv)
     dy.init(random_seed=args.seed)
-    train, dev, source = load_data(args.data, args.train, args.dev, args.seed)
+    train, dev, source = load_data(args.data, args.train, args.dev, args.seed, args.generated)
     words, tags = vocabulary(train)
     pc = dy.ParameterCollection()
     tagger = Tagger(pc, words, tags)

@@ -9,6 +9,9 @@ numerical differences do not.
 
 import functools
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,8 +38,8 @@ ARGS = {
     "paper_fig2_tree_rnn": ["--train", "500", "--test", "200", "--epochs", "4"],
     "paper_fig3_early_exit": ["--train", "800", "--test", "300", "--epochs", "5", "--layers", "4"],
     "demo": ["--train", "800", "--test", "300", "--epochs", "25"],
-    # the generated tagging set (the data folder is not read in tests)
-    "tagger_tricks": ["--data", "/nonexistent", "--train", "300", "--epochs", "4"],
+    # the generated tagging set, asked for explicitly (the data folder is not read in tests)
+    "tagger_tricks": ["--generated", "--train", "300", "--epochs", "4"],
 }
 MIN_TEST_ACC = {
     "paper_fig1_classifier": 0.75,
@@ -66,3 +69,18 @@ def test_early_exit_builds_shallow_graphs():
     # something the mean depth is below the full depth of 4 layers.
     result = run_example("paper_fig3_early_exit")
     assert 1.0 <= result["test_depth"] < 3.5, result
+
+
+def test_tagger_says_where_the_data_goes_when_it_is_missing(tmp_path):
+    # without the data and without --generated: a message and exit status 2, no traceback, no
+    # silent switch to generated data
+    env = dict(os.environ, DYN_DATA=str(tmp_path / "nowhere"), OPENBLAS_NUM_THREADS="1")
+    cmd = [sys.executable, str(EXAMPLES / "tagger_tricks.py"), "--train", "10"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "epoch" not in proc.stdout
+    assert (
+        "dyn: data not found: %s does not exist (the DYN_DATA environment variable)" % (tmp_path / "nowhere")
+        in proc.stderr
+    )
+    assert "tagging/wikiner-10k/train.txt" in proc.stderr and "--data DIR" in proc.stderr

@@ -10,6 +10,7 @@ the training time). Used by both the dyn programs (bench/tasks) and the PyTorch 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import random
 import sys
@@ -21,15 +22,32 @@ START = time.time()  # process start (near enough): startup_time is measured fro
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _data_rule():
+    """dyn/data.py, the one rule for finding the data, loaded by path (this module imports no dyn)."""
+    spec = importlib.util.spec_from_file_location("_dyn_data_rule", os.path.join(REPO, "dyn", "data.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def default_data_dir():
-    """../shared/data relative to the repository when it exists, else ./data."""
-    cand = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
-    return cand if os.path.isdir(cand) else os.path.join(os.getcwd(), "data")
+    """The data folder when none is given: $DYN_DATA, else ../shared/data beside the repository."""
+    folder, _ = _data_rule().data_dir(None)
+    return str(folder) if folder is not None else os.path.join(os.getcwd(), "data")
+
+
+def check_data(args, dataset):
+    """Stop with a message saying where the data goes (not a traceback) when args.data lacks it."""
+    rule = _data_rule()
+    given = None if args.data == default_data_dir() else args.data  # the message names where it came from
+    rule.find_data_or_exit(given, need=dataset)
 
 
 def parser(description, sparse=True):
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("data", nargs="?", default=None, help="data folder (default ../shared/data)")
+    p.add_argument(
+        "data", nargs="?", default=None, help="data folder (default: $DYN_DATA, else ../shared/data)"
+    )
     p.add_argument("--time", type=float, default=60.0, help="training time budget in seconds")
     p.add_argument("--quick", action="store_true", help="tiny data slices, a few seconds")
     if sparse:
@@ -171,6 +189,7 @@ class Vocab:
 
 
 def ptb(args, quick_train=200, quick_dev=50):
+    check_data(args, "ptb")
     d = os.path.join(args.data, "ptb")
     lim_t, lim_d = (quick_train, quick_dev) if args.quick else (None, None)
     train = read_text(os.path.join(d, "ptb.train.txt"), lim_t)
@@ -187,6 +206,7 @@ def ptb(args, quick_train=200, quick_dev=50):
 
 def tagging(args, quick_train=300, quick_dev=100, unk_below=6):
     """Tagger data; words seen fewer than ``unk_below`` times in train become _UNK_ (as the benchmark)."""
+    check_data(args, "tagging")
     d = os.path.join(args.data, "tagging", "wikiner-10k")
     lim_t, lim_d = (quick_train, quick_dev) if args.quick else (None, None)
     train = read_tagged(os.path.join(d, "train.txt"), lim_t)
@@ -201,6 +221,7 @@ def tagging(args, quick_train=300, quick_dev=100, unk_below=6):
 
 
 def sst(args, quick_train=200, quick_dev=100):
+    check_data(args, "sst")
     d = os.path.join(args.data, "sst")
     lim_t, lim_d = (quick_train, quick_dev) if args.quick else (None, None)
     train = read_trees(os.path.join(d, "train.txt"), lim_t)
