@@ -6,6 +6,7 @@ them (scripts that use argparse declare them themselves); dyn does the same.
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 
@@ -38,22 +39,67 @@ def parse_flags(argv) -> dict:
     return out
 
 
-def _mem_bytes(spec: str) -> int:
-    # DyNet: megabytes, either one number or "fwd,bwd,param[,scratch]"
-    parts = [int(p) for p in str(spec).split(",") if p.strip()]
-    return max(parts) * (1 << 20) if parts else 0
+_MAX_MEM_MB = 1 << 26  # 64 TiB: more is a typo, not a machine
+
+
+def _mem_bytes(spec) -> int:
+    """DyNet's --dynet-mem, checked: megabytes, one number ("512") or one per
+    pool ("fwd,bwd,param" or "fwd,bwd,param,scratch"); dyn's arenas start at
+    the largest. Raises ValueError naming the option and the value."""
+
+    def bad(why):
+        return ValueError("dyn.init: mem must be %s, got %r" % (why, spec))
+
+    if isinstance(spec, bool):
+        raise bad("megabytes (e.g. 512 or '512,256,256'), not a bool")
+    if isinstance(spec, str):
+        parts = [p.strip() for p in spec.split(",")]
+        if len(parts) not in (1, 3, 4):
+            raise bad("megabytes: one size or three or four (fwd,bwd,param[,scratch])")
+        values = []
+        for p in parts:
+            if p.lstrip("+-").isdigit() and p.isascii() and len(p) <= 30:
+                values.append(int(p))
+            else:
+                raise bad("megabytes: whole numbers like '512' or '512,256,256' (%r is not)" % p)
+    else:
+        try:
+            values = [operator.index(spec)]
+        except TypeError:
+            raise bad("megabytes: an int or a string like '512' or '512,256,256'") from None
+    for v in values:
+        if v <= 0:
+            raise bad("megabytes, each size positive")
+        if v > _MAX_MEM_MB:
+            raise bad("megabytes, at most %d (asked for %d)" % (_MAX_MEM_MB, v))
+    return max(values) * (1 << 20)
 
 
 def _number(what, value, kind):
+    if isinstance(value, bool) and kind is not bool:
+        raise ValueError("dyn.init: %s must be %s, got %r" % (what, kind.__name__, value))
     try:
+        if kind is int and isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError
+            return int(value)
         return kind(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError("dyn.init: %s must be %s, got %r" % (what, kind.__name__, value)) from None
+
+
+def _seed(what, value):
+    s = _number(what, value, int)
+    if not 0 <= s < 1 << 32:
+        raise ValueError("dyn.init: %s must be in [0, 2**32), got %r" % (what, value))
+    return s
 
 
 def _flag(what, value):
     if isinstance(value, str) and value.strip().lower() in ("true", "false", "on", "off"):
         return value.strip().lower() in ("true", "on")
+    if isinstance(value, bool):
+        return value
     return bool(_number(what, value, int))
 
 
@@ -86,6 +132,11 @@ def init(
       existing collection: ``pc.set_weight_decay``).
     - mem: the arenas' initial size; the current graph is emptied.
 
+    Every option is checked before any is applied: a bad one raises
+    ValueError naming the option and the value, and a call that fails for any
+    reason (a MemoryError allocating the arenas too) changes nothing: the
+    previous settings stay in force.
+
     Example:
         dyn.init(random_seed=1, autobatch=True)
         dyn.current_config()   # {'seed': 1, 'autobatch': True, ...}
@@ -94,48 +145,75 @@ def init(
         shared_parameters: accepted for DyNet compatibility (multi-process
             parameter sharing is not implemented).
         random_seed: seed of dropout/noise sampling and default initialisers.
-        mem: initial arena size in MB (DyNet's --dynet-mem); arenas grow anyway.
+        mem: initial arena size in MB (DyNet's --dynet-mem: "512", or one
+            size per pool, "fwd,bwd,param[,scratch]", of which dyn uses the
+            largest); arenas grow anyway.
         autobatch: run new graphs through the automatic batching engine
             (DyNet's --dynet-autobatch); renew_cg(autobatching=...) overrides it.
         weight_decay: accepted for compatibility (applied by trainers later).
         precision: "float32" (default) or "float64" for new graphs/parameters.
         devices: only "CPU" is available in this build.
     """
-    if seed is not None and random_seed is not None and int(seed) != int(random_seed):
-        raise ValueError("dyn.init: seed=%r and random_seed=%r disagree (give one)" % (seed, random_seed))
-    random_seed = random_seed if random_seed is not None else seed
-    if devices is not None and "GPU" in str(devices).upper():
-        raise RuntimeError("dyn: no GPU support in this build (asked for devices=%r)" % (devices,))
     # check every option before applying any: a bad one changes nothing
-    mem_bytes = None
-    if mem:
-        try:
-            mem_bytes = _mem_bytes(mem)
-        except ValueError:
-            msg = "dyn.init: mem must be megabytes or 'fwd,bwd,param[,scratch]', got %r" % (mem,)
-            raise ValueError(msg) from None
-    seed_value = None if random_seed is None else _number("random_seed", random_seed, int)
+    seed_value = None if seed is None else _seed("seed", seed)
+    if random_seed is not None:
+        rs = _seed("random_seed", random_seed)
+        if seed_value is not None and rs != seed_value:
+            raise ValueError("dyn.init: seed=%r and random_seed=%r disagree (give one)" % (seed, random_seed))
+        seed_value = rs
+    if devices is not None:
+        names = [d.strip().upper() for d in str(devices).split(",")]
+        if any("GPU" in d for d in names):
+            raise RuntimeError("dyn: no GPU support in this build (asked for devices=%r)" % (devices,))
+        if not all(d == "CPU" or (d.startswith("CPU:") and d[4:].isdigit()) for d in names):
+            raise ValueError(
+                "dyn.init: devices=%r names a device this build lacks (it has 'CPU')" % (devices,)
+            )
+    mem_bytes = None if mem is None or (isinstance(mem, str) and not mem.strip()) else _mem_bytes(mem)
     ab = None if autobatch is None else _flag("autobatch", autobatch)
     wd = None if weight_decay is None else _number("weight_decay", weight_decay, float)
     if wd is not None and not 0.0 <= wd < 1.0:
         raise ValueError("dyn.init: weight_decay must be in [0, 1), got %r" % (weight_decay,))
     if precision is not None and precision not in ("float32", "float64"):
         raise ValueError("dyn.init: precision must be 'float32' or 'float64', got %r" % (precision,))
-    if mem:
-        _graph.set_initial_memory(mem_bytes)
-        state["mem"] = mem_bytes
-    if seed_value:  # DyNet: 0 means "no fixed seed"
-        set_seed(seed_value)
-    if ab is not None:
+    if ab:
         from dyn._core import _autobatch  # noqa: F401 (the engine registers itself)
 
-        state["autobatch"] = ab
-        _graph.set_autobatching(ab)  # the current graph too
-    if wd is not None:
-        state["weight_decay"] = wd
-    if precision is not None and precision != _graph.get_dtype():
-        _graph.set_dtype(precision)
+    # apply: what can fail (allocating the arenas) first; it changes nothing when it
+    # fails, and the rest cannot fail. Anything that still raises is rolled back.
+    saved = dict(state), _graph.get_dtype(), _graph.autobatching()
+    try:
+        if mem_bytes is not None:
+            _graph.set_initial_memory(mem_bytes)
+            state["mem"] = mem_bytes
+        if precision is not None and precision != _graph.get_dtype():
+            _graph.set_dtype(precision)
+        if ab is not None:
+            _graph.set_autobatching(ab)  # the current graph too
+            state["autobatch"] = ab
+        if wd is not None:
+            state["weight_decay"] = wd
+        if seed_value:  # DyNet: 0 means "no fixed seed"
+            set_seed(seed_value)
+    except BaseException:
+        _restore(*saved)
+        raise
     state["initialized"] = True
+
+
+def _restore(old_state, dtype, autobatching):
+    """Put back the settings init saw before it started. The arenas stay as
+    they are (set_initial_memory either completed or changed nothing, and it
+    runs first, before anything that could fail), and so does "mem"."""
+    old_state = dict(old_state, mem=state.get("mem"))
+    if _graph.get_dtype() != dtype:
+        _graph.set_dtype(dtype)
+    if _graph.autobatching() != autobatching:
+        _graph.set_autobatching(autobatching)
+    if state.get("seed") != old_state.get("seed") and old_state.get("seed") is not None:
+        set_seed(old_state["seed"])
+    state.clear()
+    state.update(old_state)
 
 
 def current_config() -> dict:

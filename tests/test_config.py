@@ -1,5 +1,6 @@
 """DyNet's flags, dyn.init, seeds, devices, and the user-facing gradient check."""
 
+import re
 import subprocess
 import sys
 
@@ -94,7 +95,7 @@ def test_graph_dumps(tmp_path, capsys):
     dy.sum_elems(y).backward(full=True)
     dy.print_text_graphviz()
     err = capsys.readouterr().err
-    assert err.startswith("digraph G {") and "N0 -> N1" in err and 'N2 = tanh {2}' in err
+    assert err.startswith("digraph G {") and "N0 -> N1" in err and "N2 = tanh {2}" in err
     f = tmp_path / "cg.txt"
     dy.dump_cg(str(f))
     text = f.read_text()
@@ -189,7 +190,7 @@ def test_init_options_apply_at_any_time_and_bad_ones_change_nothing():
         assert dy.ParameterCollection().get_weight_decay() == 0.25
         for bad, msg in [
             (dict(autobatch="yes"), "autobatch must be int"),
-            (dict(mem="lots"), "mem must be megabytes"),
+            (dict(mem="lots"), "mem must be megabytes.*'lots'"),
             (dict(precision="half"), "precision must be"),
             (dict(weight_decay=2.0), r"weight_decay must be in \[0, 1\)"),
             (dict(random_seed="x"), "random_seed must be int"),
@@ -201,3 +202,93 @@ def test_init_options_apply_at_any_time_and_bad_ones_change_nothing():
         assert dy.current_config()["autobatch"] is False  # the last call changed nothing
     finally:
         dy.init(autobatch=before["autobatch"], weight_decay=before["weight_decay"])
+
+
+@pytest.mark.parametrize(
+    "mem, why",
+    [
+        ("-5", "each size positive"),
+        (-5, "each size positive"),
+        ("0", "each size positive"),
+        ("512,-1,256", "each size positive"),
+        ("lots", "whole numbers"),
+        ("5.5", "whole numbers"),
+        ("512,,256", "whole numbers"),
+        ("512,256", "three or four"),
+        ("1,2,3,4,5", "three or four"),
+        (1.5, "an int or a string"),
+        (True, "not a bool"),
+        ("9" * 40, "whole numbers"),
+        ("99999999999", "at most"),
+        (1 << 70, "at most"),
+    ],
+)
+def test_bad_mem_is_named_and_changes_nothing(mem, why):
+    dy.init(mem="2")
+    before, stats = dy.current_config(), _graph.memory_stats()["forward_capacity"]
+    with pytest.raises(ValueError, match="dyn.init: mem must be .*%s.*got %s" % (why, re.escape(repr(mem)))):
+        dy.init(mem=mem, autobatch=True, random_seed=99)
+    assert dy.current_config() == before
+    assert _graph.memory_stats()["forward_capacity"] == stats == 2 << 20
+    assert not _graph.autobatching()
+
+
+def test_dynet_mem_strings_are_accepted():
+    for mem, mb in [("512", 512), (" 64 ", 64), ("64,32,32", 64), ("16,32,8,4", 32), (3, 3)]:
+        dy.init(mem=mem)
+        assert dy.current_config()["mem"] == mb << 20
+        assert _graph.memory_stats()["forward_capacity"] == mb << 20
+    dy.init(mem="1")
+
+
+@pytest.mark.parametrize(
+    "kwargs, msg",
+    [
+        (dict(random_seed=-1), r"random_seed must be in \[0, 2\*\*32\), got -1"),
+        (dict(seed=1 << 32), r"seed must be in \[0, 2\*\*32\)"),
+        (dict(random_seed=2.5), "random_seed must be int, got 2.5"),
+        (dict(seed="x", random_seed=1), "seed must be int, got 'x'"),
+        (dict(weight_decay="nan"), r"weight_decay must be in \[0, 1\), got 'nan'"),
+        (dict(weight_decay=True), "weight_decay must be float, got True"),
+        (dict(autobatch="maybe"), "autobatch must be int, got 'maybe'"),
+        (dict(devices="TPU"), "devices='TPU' names a device"),
+    ],
+)
+def test_every_option_is_checked_before_any_is_applied(kwargs, msg):
+    before = dy.current_config()
+    with pytest.raises(ValueError, match=msg):
+        dy.init(**{"mem": "3", "autobatch": True, "precision": "float64", **kwargs})
+    assert dy.current_config() == before
+    assert _graph.memory_stats()["forward_capacity"] != 3 << 20
+
+
+def test_a_failing_init_changes_nothing_and_dyn_keeps_working(monkeypatch):
+    dy.init(mem="2", random_seed=5)
+    before = dy.current_config()
+    dy.renew_cg()
+    x = dy.inputVector([1.0, -2.0])
+
+    def no_memory(nbytes):
+        raise MemoryError("cannot allocate %d bytes" % nbytes)
+
+    monkeypatch.setattr(_graph, "set_initial_memory", no_memory)
+    with pytest.raises(MemoryError):
+        dy.init(mem="64", random_seed=6, autobatch=True, precision="float64", weight_decay=0.5)
+    assert dy.current_config() == before
+    assert not _graph.autobatching() and dy.get_precision() == "float32"
+    assert x.is_alive() and dy.rectify(x).npvalue().tolist() == [1.0, 0.0]
+
+    # a later step failing (it cannot, today) rolls back what was applied before it
+    monkeypatch.undo()
+
+    def broken(on):
+        raise RuntimeError("the engine broke")
+
+    monkeypatch.setattr(_graph, "set_autobatching", broken)
+    with pytest.raises(RuntimeError, match="the engine broke"):
+        dy.init(precision="float64", autobatch=True, weight_decay=0.5, random_seed=6)
+    monkeypatch.undo()
+    assert dy.current_config() == before
+    dy.renew_cg()
+    assert dy.rectify(dy.inputVector([1.0, -2.0])).npvalue().tolist() == [1.0, 0.0]
+    dy.init(mem="1")
