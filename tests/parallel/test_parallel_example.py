@@ -1,5 +1,6 @@
 """examples/parallel_tagger.py and bench/parallel.py on a tiny generated tagging set."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -42,6 +43,9 @@ def test_two_async_workers_learn(tmp_path):
 
 
 def test_bench_reports_every_configuration(tmp_path):
+    # the table needs nothing beyond the test extra; the plot (--plot) needs matplotlib, which
+    # `pip install -e ".[test]"` does not install: the plot is checked where it is installed
+    plot = importlib.util.find_spec("matplotlib") is not None
     data = write_tagging_data(tmp_path / "data")
     out, png = str(tmp_path / "table.md"), str(tmp_path / "curve.png")
     cmd = [
@@ -58,9 +62,7 @@ def test_bench_reports_every_configuration(tmp_path):
         "8",
         "--out",
         out,
-        "--plot",
-        png,
-    ]
+    ] + (["--plot", png] if plot else [])
     proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     with open(out) as f:
@@ -74,5 +76,7 @@ def test_bench_reports_every_configuration(tmp_path):
     ]
     sync1, sync2 = rows[2].split("|"), rows[3].split("|")
     assert sync1[7] == sync2[7]  # sync: the same dev accuracy as one process on the global batch
+    if not plot:
+        pytest.skip("the table is checked; its plot needs matplotlib (pip install -e '.[bench]')")
     with open(png, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 1000
