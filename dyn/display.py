@@ -3,8 +3,9 @@
 - An Expression shows its node, op, dim and, once computed, a value summary
   (``repr``); in a notebook also the graph it was computed from.
 - ``dy.render(expr)`` draws the computation graph with graphviz: op names,
-  dims, optionally values and gradients, and the batches the autobatching
-  engine ran coloured (one colour per batch).
+  the names of the parameters read (``parameter(W)``, ``lookup(E)``), dims,
+  optionally values and gradients, and the batches the autobatching engine
+  ran coloured (one colour per batch).
 - A ParameterCollection shows a table of its parameters (name, shape, count,
   device, norms of value and gradient); a trainer its settings.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -75,6 +77,72 @@ def _nodes_of(exprs, max_nodes):
     return table, ids[hidden:], hidden  # keep the nodes nearest the outputs
 
 
+# the nodes that read a parameter (graph_leaves lists their parameters in the order of first use)
+_LEAF_OPS = ("parameter", "lookup", "lookup_batch")
+_AUTO_NAME = re.compile(r"_\d+")
+
+
+def _shown_name(p):
+    """A parameter's name as the graph shows it ("W", "encoder/W"); None where the user gave no name
+    (dyn names those "_0", "_1" ...)."""
+    name = p.name().lstrip("/")
+    return None if _AUTO_NAME.fullmatch(name.rsplit("/", 1)[-1]) else name
+
+
+def _fits(row, p):
+    """Whether a parameter-reading node (op, args, (dims, bd)) can read parameter p."""
+    op, _args, (dims, bd) = row
+    pdims = tuple(p.dyn_dim())
+    if op == "parameter":
+        return tuple(dims) == pdims and bd == 1
+    if not p.is_lookup:
+        return False
+    row_dims = pdims[:-1] or (1,)
+    return tuple(dims) == row_dims and (bd == 1 or op == "lookup_batch")
+
+
+def _param_names(table):
+    """node id -> the name of the parameter it reads, where that is certain.
+
+    The core keeps no Python-visible link from a node to its parameter, but graph_leaves() lists
+    the parameters in the order the graph first reads them. Every parameter or lookup node is then
+    either the first use of the next parameter of that list or a repeat of one already used, and
+    its shape must fit: the names below are those every assignment consistent with both agrees on.
+    """
+    params = _expr.graph_leaves()[0]
+    nodes = [i for i, row in enumerate(table) if row[0] in _LEAF_OPS]
+    n = len(params)
+    if not nodes or not n:
+        return {}
+    fits = [[k for k, p in enumerate(params) if _fits(table[i], p)] for i in nodes]
+    # forward: how many distinct parameters can have been used before each node
+    fwd = [{0}]
+    for c in fits:
+        nxt = {k + 1 for k in fwd[-1] if k in c}  # c holds indices: k in c means params[k] fits
+        nxt |= {k for k in fwd[-1] if c and c[0] < k}
+        fwd.append(nxt)
+    if n not in fwd[-1]:
+        return {}  # the list and the nodes disagree: name nothing rather than guess
+    # backward: the counts from which every parameter still gets used by the end
+    bwd = [set() for _ in fwd]
+    bwd[-1] = {n}
+    for j in range(len(nodes) - 1, -1, -1):
+        bwd[j] = {
+            k
+            for k in fwd[j]
+            if (k in fits[j] and k + 1 in bwd[j + 1]) or (k in bwd[j + 1] and fits[j][0] < k)
+        }
+    out = {}
+    for j, i in enumerate(nodes):
+        can = {k for k in bwd[j] if k in fits[j] and k + 1 in bwd[j + 1]}  # the first use of params[k]
+        can |= {r for k in bwd[j] if k in bwd[j + 1] for r in fits[j] if r < k}  # a repeat
+        if len(can) == 1:
+            name = _shown_name(params[can.pop()])
+            if name is not None:
+                out[i] = name
+    return out
+
+
 def _batch_of():
     """node id -> index of the autobatching batch it ran in (current graph only)."""
     out = {}
@@ -85,9 +153,10 @@ def _batch_of():
     return out
 
 
-def _node_lines(i, table, values, gradients):
+def _node_lines(i, table, values, gradients, names):
     op, args, (dims, bd) = table[i]
-    lines = ["N%d = %s(%s)" % (i, op, ", ".join("N%d" % a for a in args)), dim_text(dims, bd)]
+    what = names[i] if i in names else ", ".join("N%d" % a for a in args)  # a parameter: its name
+    lines = ["N%d = %s(%s)" % (i, op, what), dim_text(dims, bd)]
     computed = _expr.peek(i, False) is not None
     if values and computed:
         lines.append("value " + summary(_expr.peek(i, False)))
@@ -106,11 +175,12 @@ def to_dot(exprs=None, values=False, gradients=False, batches=True, max_nodes=30
     """Graphviz dot source of the current graph (or of what exprs depend on)."""
     table, ids, hidden = _nodes_of(exprs, max_nodes)
     batch = _batch_of() if batches else {}
+    names = _param_names(table)
     shown = set(ids)
     out = ["digraph G {", "  rankdir=BT;", '  node [shape=box, style="rounded,filled", fillcolor=white,'
            ' fontname="Helvetica", fontsize=10];']  # fmt: skip
     for i in ids:
-        lines, computed = _node_lines(i, table, values, gradients)
+        lines, computed = _node_lines(i, table, values, gradients, names)
         attrs = ['label="%s"' % "\\n".join(_dot_quote(s) for s in lines)]
         if i in batch:
             attrs.append('fillcolor="%s"' % PALETTE[batch[i] % len(PALETTE)])
@@ -134,9 +204,10 @@ def to_text(exprs=None, values=False, gradients=False, batches=True, max_nodes=3
     """The same graph as plain text, one node a line (what shows without graphviz)."""
     table, ids, hidden = _nodes_of(exprs, max_nodes)
     batch = _batch_of() if batches else {}
+    names = _param_names(table)
     out = ["(%d earlier nodes not shown)" % hidden] if hidden else []
     for i in ids:
-        lines, computed = _node_lines(i, table, values, gradients)
+        lines, computed = _node_lines(i, table, values, gradients, names)
         extra = ([] if computed else ["not computed"]) + (["batch %d" % batch[i]] if i in batch else [])
         out.append("  ".join(lines + extra))
     return "\n".join(out)

@@ -153,3 +153,41 @@ def test_collection_table_and_trainer_settings():
     assert s["learning_rate"] == 0.01 and s["clip_threshold"] == 2.0 and s["beta_1"] == 0.8
     assert "AdamTrainer" in t._repr_html_() and "beta_1=0.8" in repr(t)
     assert W._repr_svg_() is None and "/W" in W._repr_html_()
+
+
+def _line(text, nid):
+    return [s for s in text.splitlines() if s.startswith("N%d = " % nid)][0]
+
+
+def test_graphs_name_the_parameters_the_user_named():
+    pc = dy.ParameterCollection()
+    W, b = pc.add_parameters((3, 2), name="W"), pc.add_parameters(3, name="b")
+    E = pc.add_lookup_parameters((5, 3), name="E")
+    U = pc.add_parameters((3, 3))  # no name: dyn calls it /_0, the graph shows none
+    W_enc = pc.add_subcollection("enc").add_parameters((3, 2), name="W")
+    dy.renew_cg()
+    x = dy.inputVector([1.0, 2.0])
+    Wx, Ex, Ux = W * x, E[1], dy.parameter(U) * dy.inputVector([1.0, 2.0, 3.0])
+    h = dy.tanh(Wx + b + Ex + Ux + W_enc * x + dy.lookup_batch(E, [1, 2]))
+    text = dy.render(h).text
+    node = {e: _expr.node_of(e) for e in (Wx, Ex, Ux)}
+    assert _line(text, _expr.node_of(Wx) - 1).startswith("N%d = parameter(W)  {3,2}" % (node[Wx] - 1))
+    assert "= parameter(b)  {3}" in text and "= parameter(enc/W)  {3,2}" in text
+    assert _line(text, node[Ex]).startswith("N%d = lookup(E)  {3}" % node[Ex])
+    assert "= lookup_batch(E)  {3}x2" in text
+    assert _line(text, node[Ux] - 1).startswith("N%d = parameter()  {3,3}" % (node[Ux] - 1))
+    assert 'label="N%d = parameter(W)\\n{3,2}"' % (node[Wx] - 1) in dy.render(h).source
+
+
+def test_a_node_that_could_read_either_of_two_tables_is_not_guessed():
+    pc = dy.ParameterCollection()
+    A = pc.add_lookup_parameters((4, 2), name="A")
+    B = pc.add_lookup_parameters((4, 2), name="B")
+    dy.renew_cg()
+    # A, B, A: the second node may be B's first row (then the third is A's or B's again) or A's
+    # again (then the third is B's): only the first is certain
+    a, b2, again = A[0], B[1], A[2]
+    text = display.to_text()
+    assert _line(text, _expr.node_of(a)).startswith("N%d = lookup(A)" % _expr.node_of(a))
+    for e in (b2, again):
+        assert _line(text, _expr.node_of(e)).startswith("N%d = lookup()" % _expr.node_of(e))
