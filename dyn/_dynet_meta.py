@@ -16,7 +16,7 @@ import io
 import pickletools
 from typing import NamedTuple
 
-from dyn._safetensors import ModelFileError
+from dyn._safetensors import ModelFileError, check_plain, short_repr
 
 MAX_BYTES = 16_000_000
 
@@ -111,13 +111,15 @@ def read(path):
             rec = _one_pickle(f, path)
         except ModelFileError:
             raise
-        except (ValueError, IndexError, KeyError, TypeError, AttributeError) as e:
-            raise ModelFileError("%s: malformed pickle (%s)" % (path, e)) from None
+        except Exception as e:  # any parse failure of hostile bytes: nothing of the file ran
+            raise ModelFileError("%s: malformed pickle (%s)" % (path, short_repr(e))) from None
+        check_plain(rec, "%s: object %d" % (path, len(records)))
         simple = isinstance(rec, tuple) and len(rec) == 2 and rec[0] in ("Parameters", "LookupParameters")
         builder = isinstance(rec, tuple) and len(rec) == 3 and isinstance(rec[0], ClassRef)
         if not (simple or builder) or not isinstance(rec[-1], str):
             raise ModelFileError(
-                "%s: object %d is not a record DyNet's dy.save writes: %r" % (path, len(records), rec)
+                "%s: object %d is not a record DyNet's dy.save writes: %s"
+                % (path, len(records), short_repr(rec))
             )
         records.append(rec)
     return records

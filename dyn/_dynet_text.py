@@ -14,11 +14,13 @@ it, so it is written exactly. Reading goes by lines and checks every count.
 
 from __future__ import annotations
 
+import math
+import os
 import re
 
 import numpy as np
 
-from dyn._safetensors import ModelFileError, atomic_write
+from dyn._safetensors import ModelFileError, atomic_write, remove_stale_temps
 
 # "#Parameter# <name> {d0,d1,...}[X<batch>] <byte count> [ZERO_GRAD|FULL_GRAD]"
 _HEADER = re.compile(
@@ -50,6 +52,7 @@ def read(path):
     "parameter" or "lookup", values flat float64 in column-major order."""
     try:
         with open(path, encoding="utf-8") as f:
+            remove_stale_temps(os.path.dirname(os.path.realpath(path)))
             lines = f.read().split("\n")
     except UnicodeDecodeError as e:
         raise ModelFileError("%s: not a text model file (%s)" % (path, e)) from None
@@ -65,10 +68,16 @@ def read(path):
                 % (path, i, line[:80])
             )
         kind = "parameter" if m.group(1) == "Parameter" else "lookup"
-        name, dim = m.group(2), tuple(int(d) for d in m.group(3).split(","))
-        if m.group(4) not in (None, "1") or 0 in dim or (kind == "lookup" and len(dim) < 2):
-            raise ModelFileError("%s: line %d: bad dim for %s: %s" % (path, i, name, line.split()[2]))
-        size = int(np.prod(dim))
+        name, digits = m.group(2), m.group(3).split(",")
+        dim = tuple(int(d) for d in digits if len(d) <= 18)  # a longer one cannot fit a line
+        if (
+            len(dim) != len(digits)
+            or m.group(4) not in (None, "1")
+            or 0 in dim
+            or (kind == "lookup" and len(dim) < 2)
+        ):
+            raise ModelFileError("%s: line %d: bad dim for %s: %s" % (path, i, name, line.split()[2][:80]))
+        size = math.prod(dim)  # exact: no int64 wrap-around to a small count
         if i >= len(lines):
             raise ModelFileError("%s: the file ends before the values of %s" % (path, name))
         values, i = _floats(lines[i], size, path, i + 1, "values of " + name), i + 1

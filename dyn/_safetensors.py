@@ -10,17 +10,31 @@ names the file and what is wrong.
 
 Writes go to a temporary file in the target's directory, are flushed and
 fsynced, then renamed over the target (and the directory fsynced): a process
-killed mid-save leaves the previous file whole.
+killed mid-save leaves the previous file whole. The temporary file is locked
+while it is written; one whose writer died (its lock is gone) is removed by
+the next save or load in that directory (remove_stale_temps).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import re
+import reprlib
+import signal
+import stat
 import struct
 import tempfile
+import threading
 
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock, no clean-up of others' temporary files
+    fcntl = None
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors reference limit
 MAX_TENSORS = 1_000_000
@@ -47,6 +61,35 @@ class ModelFileError(ValueError, RuntimeError):
     """
 
 
+MAX_DEPTH = 100  # nesting of the plain values a file may hold (specs, records)
+MAX_VALUES = 1_000_000  # how many values, shared ones counted each time they are used
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 80, 80
+
+
+def short_repr(x) -> str:
+    """repr for error messages about file contents: short, whatever the nesting."""
+    return _SHORT.repr(x)
+
+
+def check_plain(value, where):
+    """Raise ModelFileError (message prefixed by ``where``) if a value read from
+    a file is nested deeper than MAX_DEPTH or holds more than MAX_VALUES values
+    (counting a shared or self-containing one each time it is reached), so
+    that walking it later cannot recurse too deep or run forever."""
+    stack, count = [(value, 0)], 1
+    while stack:
+        x, depth = stack.pop()
+        if isinstance(x, (list, tuple, dict)):
+            if depth >= MAX_DEPTH:
+                raise ModelFileError("%s: values nested deeper than %d levels" % (where, MAX_DEPTH))
+            count += 2 * len(x) if isinstance(x, dict) else len(x)
+            if count > MAX_VALUES:
+                raise ModelFileError("%s: holds more than %d values" % (where, MAX_VALUES))
+            items = [v for kv in x.items() for v in kv] if isinstance(x, dict) else x
+            stack.extend((v, depth + 1) for v in items)
+
+
 def dtype_code(dtype) -> str:
     dt = np.dtype(dtype)
     code = _CODES.get(dt.newbyteorder("="))
@@ -58,32 +101,193 @@ def dtype_code(dtype) -> str:
 # ---------------------------------------------------------------- writing
 
 
+def temp_name_pattern():
+    """The regular expression every temporary file of a dyn save matches:
+    ``.<target name>.dyn-<pid>-<8 random characters>.tmp`` (the target name cut
+    to 50 characters)."""
+    return _TEMP_NAME
+
+
+_TEMP_NAME = re.compile(r"^\..+\.dyn-[0-9]+-[a-z0-9_]{8}\.tmp$", re.DOTALL)
+_BASE_CHARS = 50  # a long target name still leaves the temporary name under NAME_MAX
+
+
+def remove_stale_temps(directory) -> list:
+    """Remove the temporary files that dyn saves killed in ``directory`` left.
+
+    A save holds an exclusive lock (flock) on its temporary file until it is
+    renamed over the target, and the kernel drops the lock when the process
+    dies, however it dies. So a file of dyn's naming (``temp_name_pattern``)
+    that can be locked has no live writer: it is removed. A save in progress,
+    in this process or any other, keeps its lock and is never touched. Files
+    of other names, other users' files and anything that cannot be opened are
+    left alone; where file locks are not available nothing is removed. Never
+    raises: returns the names removed.
+    """
+    if fcntl is None:
+        return []
+    removed = []
+    try:
+        with os.scandir(directory or ".") as entries:
+            for entry in entries:
+                if _TEMP_NAME.match(entry.name) and _remove_if_abandoned(entry):
+                    removed.append(entry.name)
+    except OSError:
+        pass
+    return removed
+
+
+def _remove_if_abandoned(entry):
+    try:
+        if not entry.is_file(follow_symlinks=False):
+            return False
+        flags = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(entry.path, os.O_RDWR | flags)
+        except PermissionError:  # a temp chmod-ed read-only just before its rename
+            fd = os.open(entry.path, os.O_RDONLY | flags)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while a live save holds it
+        now = os.stat(entry.path, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return False  # the name now belongs to another file
+        os.unlink(entry.path)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _locked_temp(directory, base):
+    """A new temporary file next to the target, locked by this process (see
+    remove_stale_temps): (fd, path)."""
+    prefix = ".%s.dyn-%d-" % (base[:_BASE_CHARS], os.getpid())
+    for _ in range(100):
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+        if fcntl is None:
+            return fd, tmp
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # waits only while a cleaner looks at it
+            except OSError:
+                return fd, tmp  # no locks here: cleaners cannot lock it either
+            now, st = os.stat(tmp, follow_symlinks=False), os.fstat(fd)
+            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                return fd, tmp
+        except FileNotFoundError:
+            pass  # a cleaner took it for abandoned between mkstemp and flock: make another
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(tmp)
+            raise
+        os.close(fd)
+    raise FileExistsError(errno.EEXIST, "could not create a temporary file", directory)
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def _removed_on_termination(tmp):
+    """While a save runs in the main thread, SIGTERM and SIGHUP (if they still
+    have their default action, which kills the process without running any
+    cleanup) first remove the temporary file, then kill the process as
+    before. Handlers the program set are left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    installed = []
+
+    def handler(signum, frame):
+        _unlink_quietly(tmp)
+        for s, _ in installed:
+            signal.signal(s, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)  # dies of the signal, as without dyn
+
+    for name in ("SIGTERM", "SIGHUP"):
+        s = getattr(signal, name, None)
+        if s is not None and signal.getsignal(s) == signal.SIG_DFL:
+            signal.signal(s, handler)
+            installed.append((s, handler))
+    try:
+        yield
+    finally:
+        for s, h in installed:
+            if signal.getsignal(s) is h:
+                signal.signal(s, signal.SIG_DFL)
+
+
+def _save_error(e, target):
+    """An OSError of a save, with its errno and subclass, naming the target file."""
+    if e.errno is None:
+        return e
+    msg = "%s (nothing saved; any previous file is unchanged)" % (e.strerror or e)
+    try:
+        err = type(e)(e.errno, msg, target)
+    except Exception:
+        err = OSError(e.errno, msg, target)
+    return err if isinstance(err, type(e)) else e
+
+
 def atomic_write(path, write) -> None:
     """Create or replace ``path`` with what ``write(f)`` writes to a binary file,
-    all or nothing: a crash at any point leaves either the old file or the new one."""
-    path = os.path.realpath(os.fspath(path))  # replace a symlink's target, not the link
+    all or nothing: a crash at any point leaves either the old file or the new one.
+
+    The temporary file is removed on every exit Python sees (an exception,
+    KeyboardInterrupt, SIGTERM/SIGHUP left at their default); one left by a
+    killed process is removed by the next save or load in its directory
+    (remove_stale_temps). An OSError (disk full, file too large, no
+    permission) keeps its errno and names ``path``.
+    """
+    target = os.fspath(path)
+    path = os.path.realpath(target)  # replace a symlink's target, not the link
     directory, base = os.path.split(path)
+    remove_stale_temps(directory)
     try:
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix="." + base + ".", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise _save_error(e, target) from e
     try:
-        with os.fdopen(fd, "wb") as f:
+        fd, tmp = _locked_temp(directory, base)
+    except OSError as e:
+        raise _save_error(e, target) from e
+    f = os.fdopen(fd, "wb")
+    try:
+        with _removed_on_termination(tmp):
             write(f)
             f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+            os.fsync(fd)
+            os.fchmod(fd, mode)
+            os.replace(tmp, path)  # before closing: the lock keeps cleaners off until the end
+    except BaseException as e:
+        _close_quietly(f)
+        _unlink_quietly(tmp)
+        if isinstance(e, OSError):
+            raise _save_error(e, target) from e
         raise
+    _close_quietly(f)  # written, synced and renamed: nothing left to fail
     _fsync_directory(directory)
+
+
+def _close_quietly(f):
+    try:
+        f.close()
+    except OSError:  # a write the buffer still held fails again here: already reported
+        pass
 
 
 def _fsync_directory(directory):
@@ -180,6 +384,7 @@ class SafeTensorsFile:
     def __init__(self, path):
         self.path = os.fspath(path)
         with open(self.path, "rb") as f:
+            remove_stale_temps(os.path.dirname(os.path.realpath(self.path)))
             size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             if len(head) < 8:
@@ -203,6 +408,7 @@ class SafeTensorsFile:
             raise self._error("the header is not valid JSON (%s)" % e) from None
         if not isinstance(header, dict):
             raise self._error("the header is not a JSON object")
+        check_plain(header, "%s: the header" % self.path)
         meta = header.pop("__metadata__", {})
         if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
             raise self._error("__metadata__ must map strings to strings")
@@ -231,16 +437,18 @@ class SafeTensorsFile:
         if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
             raise self._error("tensor %r: entry must have exactly dtype, shape and data_offsets" % name)
         code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-        if code not in DTYPES:
-            raise self._error("tensor %r: unknown dtype %r" % (name, code))
+        if not isinstance(code, str) or code not in DTYPES:
+            raise self._error("tensor %r: unknown dtype %s" % (name, short_repr(code)))
         if (
             not isinstance(shape, list)
             or len(shape) > MAX_NDIM
             or not all(_is_int(d) and d >= 0 for d in shape)
         ):
-            raise self._error("tensor %r: bad shape %r" % (name, shape))
+            raise self._error("tensor %r: bad shape %s" % (name, short_repr(shape)))
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
-            raise self._error("tensor %r: data_offsets must be two integers, got %r" % (name, offsets))
+            raise self._error(
+                "tensor %r: data_offsets must be two integers, got %s" % (name, short_repr(offsets))
+            )
         begin, end = offsets
         if not 0 <= begin <= end <= data_len:
             raise self._error(

@@ -175,19 +175,21 @@ class _ModelFile:
 
     def _json(self, meta, key):
         try:
-            return json.loads(meta.get(key, "null"))
+            value = json.loads(meta.get(key, "null"))
         except (ValueError, RecursionError) as e:
             raise self.error("metadata %r is not valid JSON (%s)" % (key, e)) from None
+        st.check_plain(value, "%s: metadata %r" % (self.path, key))
+        return value
 
     def _entry(self, sf, i, r):
         if not (isinstance(r, dict) and {"name", "kind", "dim", "tensor"} <= set(r) <= {
             "name", "kind", "dim", "tensor", "grad"}):  # fmt: skip
-            raise self.error("entry %d is malformed: %r" % (i, r))
+            raise self.error("entry %d is malformed: %s" % (i, st.short_repr(r)))
         name, kind, dim = r["name"], r["kind"], r["dim"]
         if not isinstance(name, str) or kind not in _KINDS:
-            raise self.error("entry %d: bad name or kind (%r, %r)" % (i, name, kind))
+            raise self.error("entry %d: bad name or kind (%s)" % (i, st.short_repr((name, kind))))
         if not (isinstance(dim, list) and dim and all(type(d) is int and d > 0 for d in dim)):
-            raise self.error("entry %d (%s): bad dim %r" % (i, name, dim))
+            raise self.error("entry %d (%s): bad dim %s" % (i, name, st.short_repr(dim)))
         if kind == "lookup" and len(dim) < 2:
             raise self.error(
                 "entry %d (%s): a lookup parameter's dim needs rows last, got %r" % (i, name, dim)
@@ -200,7 +202,7 @@ class _ModelFile:
                 continue
             info = sf.tensors.get(t) if isinstance(t, str) else None
             if info is None:
-                raise self.error("entry %d (%s): no tensor %r in the file" % (i, name, t))
+                raise self.error("entry %d (%s): no tensor %s in the file" % (i, name, st.short_repr(t)))
             if info[0] not in _FLOAT_CODES or info[1] != _view_shape(kind, dim):
                 raise self.error(
                     "entry %d (%s): tensor %r is %s of shape %s; a %s of dim %s needs floats of shape %s"
@@ -452,9 +454,9 @@ def _decode_spec(x):
                 return tuple(_decode_spec(u) for u in v)
             if tag == "dict" and isinstance(v, dict):
                 return {k: _decode_spec(u) for k, u in v.items()}
-            if tag == "class" and v in _SAVABLE:
+            if tag == "class" and isinstance(v, str) and v in _SAVABLE:
                 return _SAVABLE[v]
-        raise ValueError("bad spec value %r" % (x,))
+        raise ValueError("bad spec value %s" % st.short_repr(x))
     return x
 
 
@@ -509,7 +511,7 @@ def _checked_objects(mf, basename):
         span = r.get("entries") if ok else None
         ok = ok and isinstance(span, list) and len(span) == 2 and all(type(k) is int for k in span)
         if not ok or not 0 <= span[0] <= span[1] <= len(mf.entries):
-            raise mf.error("object %d is malformed: %r" % (i, r))
+            raise mf.error("object %d is malformed: %s" % (i, st.short_repr(r)))
         t, entries = r["type"], mf.entries[span[0] : span[1]]
         if t in ("Parameters", "LookupParameters"):
             kind = "parameter" if t == "Parameters" else "lookup"
@@ -518,7 +520,7 @@ def _checked_objects(mf, basename):
             spec = None
         elif t == "ParameterCollection":
             if not (r["name"].startswith("/") and r["name"].endswith("/")):
-                raise mf.error("object %d: %r is not a collection name" % (i, r["name"]))
+                raise mf.error("object %d: %s is not a collection name" % (i, st.short_repr(r["name"])))
             if any(not e.name.startswith(r["name"]) for e in entries):
                 raise mf.error("object %d: collection %s holds entries named outside it" % (i, r["name"]))
             spec = None
@@ -529,8 +531,8 @@ def _checked_objects(mf, basename):
                 raise mf.error("object %d (%s): %s" % (i, t, e)) from None
         else:
             raise mf.error(
-                "object %d is a %r, which is not a registered savable class (dyn.io.register_savable)"
-                % (i, t)
+                "object %d is a %s, which is not a registered savable class (dyn.io.register_savable)"
+                % (i, st.short_repr(t))
             )
         out.append((t, r["name"], spec, entries))
     return out
@@ -612,7 +614,13 @@ def load_generator(basename, params):
         elif t == "ParameterCollection":
             yield _load_collection(params, name, entries, mf.path)
         else:
-            obj = _SAVABLE[t].from_spec(spec, params)
+            try:
+                obj = _SAVABLE[t].from_spec(spec, params)
+            except Exception as e:  # a spec the file made up: say which file and object
+                raise mf.error(
+                    "the saved %s %s: its spec %s does not build one (%s: %s)"
+                    % (t, name, st.short_repr(spec), type(e).__name__, st.short_repr(str(e)))
+                ) from e
             _populate_in_order(obj.param_collection(), entries, mf, "the saved %s %s" % (t, name))
             yield obj
 
