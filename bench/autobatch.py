@@ -1,6 +1,6 @@
 """Automatic operation batching: simple per-example code, 64 examples per graph, off and on.
 
-Issue 6's benchmark. Each task is trained with the code a DyNet user writes, one loss per example
+Each task is trained with the code a DyNet user writes, one loss per example
 and one graph per minibatch of ``--batch`` (64) examples::
 
     dy.renew_cg(autobatching=flag)

@@ -1,6 +1,6 @@
 """The most automatic batching can gain on the Tree-LSTM: its matrix products alone, against dyn unbatched.
 
-Issue 6 asks the autobatched Tree-LSTM (bench/autobatch.py's model: SST, embedding 128,
+The project's target asks the autobatched Tree-LSTM (bench/autobatch.py's model: SST, embedding 128,
 dy.NaryTreeLSTMBuilder(2, 1, 128, 128), sparse Adam, 64 trees per graph) for 3x dyn's own
 unbatched speed. Whatever the engine does, an autobatched step has to do its batches' matrix
 products. This script takes the batches the engine forms for each graph (``_autobatch.batches()``

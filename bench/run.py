@@ -6,7 +6,7 @@ For each task configuration (tagger, tagger with characters, Tree-LSTM, RNN LM a
 OpenBLAS, MKL and torch threads = 1), and reads their key=value output. Writes, between the lines
 ``<!-- paper-tasks:begin -->`` and ``<!-- paper-tasks:end -->`` of --out (added at the end when
 missing; the rest of the file is left as it is), the machine, a table (speeds, the ratio
-dyn/PyTorch next to issue 7's bar, startup times, the dev accuracy / perplexity each reached in
+dyn/PyTorch next to the project's target, startup times, the dev accuracy / perplexity each reached in
 the same time) and a PNG bar chart (--chart; needs matplotlib, skipped with a note without it).
 
     python bench/run.py [--time S] [--quick] [--only rnnlm,treelstm] [--out docs/benchmarks.md]
@@ -41,7 +41,7 @@ CONFIGS = [
     ("rnnlm", ["--minibatch", "64", "--sparse"]),
 ]
 
-# issue 7's bars for the speed ratio dyn / PyTorch (targets, not results)
+# the project's targets for the speed ratio dyn / PyTorch (targets, not results)
 BARS = {
     "bilstm_tagger": 6.0,
     "bilstm_tagger --sparse": 5.0,
@@ -144,7 +144,7 @@ def machine(threads):
 
 
 def chart(rows, path, title):
-    """Bar chart of the rows: dyn/PyTorch speed ratio (with the bars of issue 7) and the speeds."""
+    """Bar chart of the rows: dyn/PyTorch speed ratio (with the project's targets) and the speeds."""
     try:
         import matplotlib
 
@@ -160,7 +160,7 @@ def chart(rows, path, title):
     ax1.barh(y, ratios, color=["#2a7ab9" if v >= 1 else "#c0504d" for v in ratios])
     bars = [BARS.get(r["name"]) for r in rows][::-1]
     by = [i for i, b in zip(y, bars) if b]
-    ax1.scatter([b for b in bars if b], by, marker="|", s=300, color="black", label="issue 7's bar", zorder=3)
+    ax1.scatter([b for b in bars if b], by, marker="|", s=300, color="black", label="target", zorder=3)
     ax1.axvline(1.0, color="grey", lw=1)
     ax1.set_xscale("log")
     ax1.set_xlabel("dyn speed / PyTorch speed (log)")
@@ -287,7 +287,7 @@ def main(argv=None):
         lines += ["", args.note]
     lines += [
         "",
-        "The `bar` column is issue 7's target for dyn/PyTorch (bold: met in this run). The dev"
+        "The `bar` column is the project's target for dyn/PyTorch (bold: met in this run). The dev"
         " columns are the accuracy or perplexity each toolkit reached in the same training time.",
         "",
         "| " + " | ".join(head) + " |",

@@ -1,7 +1,8 @@
-"""DyNet's module-level API (DYNET_API.md §1): every name exists in dyn with
-DyNet's parameter names and defaults. The table below was extracted from
-DYNET_API.md §1.1-1.12; names dyn leaves out on purpose are listed in
-docs/README.md with the reason (and here, in LEFT_OUT)."""
+"""DyNet's module-level Python API: every name exists in dyn with DyNet's
+parameter names and defaults. The table below was extracted from DyNet's Python
+API reference (the module-level functions and classes of ``dynet``); names dyn
+leaves out on purpose are listed in docs/README.md with the reason (and here, in
+LEFT_OUT)."""
 
 import ast
 import inspect
@@ -218,7 +219,7 @@ def _dyn_params(obj):
 def test_name_exists(name):
     if name in LEFT_OUT:
         pytest.skip(LEFT_OUT[name])
-    assert hasattr(dy, name), "dyn has no %s (DYNET_API.md §1)" % name
+    assert hasattr(dy, name), "dyn has no %s (a name of DyNet's module-level API)" % name
 
 
 @pytest.mark.parametrize("name", sorted(DYNET_SIGNATURES))

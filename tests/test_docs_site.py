@@ -69,7 +69,7 @@ def test_every_page_and_notebook_is_in_the_nav(nav):
     )
 
 
-def test_nav_has_the_issue_pages(nav):
+def test_nav_has_the_main_pages(nav):
     for page in (
         "index.md",
         "getting_started.md",
