@@ -12,6 +12,7 @@ inner x K x outer, K = number of indices (1 for per-batch-element picks).
 from libc.math cimport pow as cpow, log
 from libc.string cimport memcpy
 from operator import index as _index
+from numpy import bool_ as _np_bool
 from dyn._core._graph import set_labels
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_PTR_ALL, elem_v, elem_g
 from dyn._core._graph cimport (
@@ -55,11 +56,23 @@ cdef inline Node* _node(int nid) noexcept:
     return &cg().nodes[nid]
 
 
+cdef inline _as_int(object i, str name, str what):
+    """A Python int from an int-like (numpy ints too): a bool, a float or an
+    array is a TypeError naming the op."""
+    if isinstance(i, (bool, float, _np_bool)) or not hasattr(i, "__index__"):
+        raise TypeError("%s: %s must be an integer, got %s %r" % (name, what, type(i).__name__, i))
+    try:
+        return _index(i)
+    except TypeError:      # a numpy array of more than one element
+        raise TypeError("%s: %s must be an integer, got %s %r"
+                        % (name, what, type(i).__name__, i)) from None
+
+
 def check_index(object i, str name, str what="index"):
     """A non-negative Python int from an int-like (numpy ints too)."""
-    if isinstance(i, float) or not hasattr(i, "__index__"):
-        raise TypeError("%s: %s must be an integer, got %s" % (name, what, type(i).__name__))
-    i = _index(i)
+    if type(i) is int and 0 <= i <= 0x7fffffff:     # the common case
+        return i
+    i = _as_int(i, name, what)
     if i < 0:
         raise IndexError("%s: %s %d is negative (indices are unsigned)" % (name, what, i))
     if i > 0x7fffffff:
@@ -90,9 +103,7 @@ cdef int _check_list(object xs, str name) except -1:
 cpdef int check_dim(object d, str name, str what="dim") except -1:
     if type(d) is int and 0 <= d < MAXD:     # the common case, without hasattr and operator.index
         return d
-    if isinstance(d, float) or not hasattr(d, "__index__"):
-        raise TypeError("%s: %s must be an integer, got %s" % (name, what, type(d).__name__))
-    d = _index(d)
+    d = _as_int(d, name, what)
     if d < 0 or d >= MAXD:
         raise ValueError("%s: %s %d is out of range (0 <= %s < %d)" % (name, what, d, what, MAXD))
     return d
@@ -172,7 +183,15 @@ cdef int OP_SEL = register_op("select", _shape_sel, fwd_sel, bwd_sel)
 set_labels("select", 3, _LABELS)
 
 
+cdef int _expr_arg(object x, str name) except -1:
+    # the core's own TypeError names the shared kernel ("select"), not the op the user called
+    if not isinstance(x, Expression):
+        raise TypeError("%s: expected an Expression (or Parameters), got %s" % (name, type(x).__name__))
+    return 0
+
+
 cdef int _sel_node(object x, int k, list ix, bint remove, bint perbatch, str name) except -1:
+    _expr_arg(x, name)
     cdef int nid = node1(OP_SEL, x)
     cdef Node* n = _node(nid)
     n.ia[0] = k
@@ -282,6 +301,7 @@ set_labels("pick_batch_elems", 3, _LABELS)
 
 def batch_select(x, indices, str name):
     """Batch elements `indices` of x (in order, repeats allowed) as a new batch."""
+    _expr_arg(x, name)
     cdef list ix = check_indices(indices, name)
     cdef int nid = node1(OP_BSEL, x)
     _node(nid).ia[3] = _CODES[name]
@@ -554,15 +574,17 @@ def reshape(x, d, batch_size=1):
         raise ValueError("reshape: d must have 1 to %d dims, got %r" % (MAXD, d))
     dims = []
     for v in d:
-        if isinstance(v, float) and v == int(v):
+        if isinstance(v, float) and v.is_integer():
             v = int(v)
-        if not hasattr(v, "__index__") or _index(v) <= 0:
-            raise ValueError("reshape: dims must be positive integers, got %r" % (d,))
-        dims.append(_index(v))
-    if not hasattr(batch_size, "__index__") or _index(batch_size) <= 0:
+        v = _as_int(v, "reshape", "each dim")
+        if v <= 0 or v > 0x7fffffff:
+            raise ValueError("reshape: dims must be positive integers that fit in 32 bits, got %r" % (d,))
+        dims.append(v)
+    bs = _as_int(batch_size, "reshape", "batch_size")
+    if bs <= 0 or bs > 0x7fffffff:
         raise ValueError("reshape: batch_size must be a positive integer, got %r" % (batch_size,))
     cdef int nid = node1(OP_RS, x)
-    set_indices(nid, dims + [_index(batch_size)])
+    set_indices(nid, dims + [bs])
     return finish(nid)
 
 # ---------------------------------------------------------------- x ** c (number) and pow(x, y)

@@ -2,6 +2,8 @@
 """Argument checks and the batch rule shared by the kernel families."""
 import operator
 
+from numpy import bool_ as np_bool, ndarray
+
 from dyn._core._graph cimport Graph, Node, arg, dim_str
 from dyn._core._expr cimport Expression
 
@@ -34,6 +36,8 @@ cdef int index_arg(object v, str name) except -1:
     """A non-negative index that fits the index pool (an int, not a float)."""
     if type(v) is int and 0 <= v <= 0x7fffffff:    # the common case, without operator.index
         return v
+    if isinstance(v, (bool, np_bool)):       # True is an int to Python, never an index here
+        raise TypeError("%s: indices must be integers, got %r" % (name, v))
     try:
         i = operator.index(v)
     except TypeError:
@@ -56,8 +60,11 @@ cdef list indices_arg(object vs, str name, str what):
 
 
 cdef double number_arg(object v, str name, str what) except? -1.0:
-    """A number (as DyNet's C++ float arguments): strings are refused."""
-    if isinstance(v, (str, bytes)):
+    """A number (as DyNet's C++ float arguments): strings, bools and arrays
+    (other than 0-d ones) are refused."""
+    if type(v) is float:
+        return v
+    if isinstance(v, (str, bytes, bool, np_bool)) or (isinstance(v, ndarray) and v.ndim != 0):
         raise TypeError("%s: %s must be a number, got %r" % (name, what, v))
     try:
         return float(v)

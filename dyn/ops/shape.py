@@ -11,6 +11,7 @@ import numpy as np
 
 from dyn._core import _expr
 from dyn._core import _k_shape as _k
+from dyn.ops import _check
 from dyn.ops._registry import Case, op
 
 
@@ -249,16 +250,21 @@ def pick_range(x, s, e, d=0):
     Example:
         >>> first = dy.pick_range(h, 0, n)
     """
-    d = _k.check_dim(d, "pick_range", "d")
+    return _pick_range(x, s, e, d, "pick_range")
+
+
+def _pick_range(x, s, e, d, name):
+    _check.expr(x, name)
+    d = _check.axis(d, name, "d")
+    s = _check.index(s, name, "start")
+    e = _check.index(e, name, "end")
     dims = x.dim()[0]
     size = dims[d] if d < len(dims) else 1
-    s = _k.check_index(s, "pick_range", "start")
-    e = _k.check_index(e, "pick_range", "end")
     if s >= e:
-        raise ValueError(f"pick_range: start {s} must be below end {e}")
+        raise ValueError(f"{name}: start {s} must be below end {e}")
     if e > size:
         raise IndexError(
-            f"pick_range: end {e} is out of range for dim {d} of size {size} (expression dim {x.dim()})"
+            f"{name}: end {e} is out of range for dim {d} of size {size} (expression dim {x.dim()})"
         )
     return _k.select(x, d, range(s, e), "pick_range")
 
@@ -271,7 +277,7 @@ def pick_range(x, s, e, d=0):
 )
 def pickrange(x, s, e):
     """Deprecated DyNet alias of pick_range(x, s, e, 0)."""
-    return pick_range(x, s, e, 0)
+    return _pick_range(x, s, e, 0, "pickrange")
 
 
 def _strided_ref(x, strides, range_from, range_to):
@@ -315,9 +321,13 @@ def strided_select(x, strides, range_from, range_to):
     Example:
         >>> evens = dy.strided_select(v, [2], [0], [n])
     """
+    _check.expr(x, "strided_select")
     dims, bd = x.dim()
     sizes = list(dims) + [bd]
-    lists = [_ints(v, "strided_select") for v in (strides, range_from, range_to)]
+    lists = [
+        _check.int_list(v, "strided_select", what)
+        for v, what in ((strides, "strides"), (range_from, "range_from"), (range_to, "range_to"))
+    ]
     n = max(len(v) for v in lists)
     if n > len(sizes):
         raise ValueError(
@@ -336,17 +346,6 @@ def strided_select(x, strides, range_from, range_to):
             )
         sel.append(range(lo, hi, step))
     return _slices(x, sel, "strided_select")
-
-
-def _ints(v, name):
-    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
-        raise TypeError(f"{name}: expected a list of ints, got {type(v).__name__}")
-    out = []
-    for i in v:
-        if isinstance(i, float) or not hasattr(i, "__index__"):
-            raise TypeError(f"{name}: expected ints, got {i!r}")
-        out.append(int(i))
-    return out
 
 
 def _slices(x, sel, name):
@@ -397,7 +396,7 @@ def select_cols(x, cs):
     Example:
         >>> sub = dy.select_cols(H, [0, t])
     """
-    dims = x.dim()[0]
+    dims = _check.expr(x, "select_cols").dim()[0]
     if len(dims) > 2:
         raise ValueError(f"select_cols: x must be a matrix, got dim {x.dim()}")
     return _k.select(x, 1, cs, "select_cols")
