@@ -495,7 +495,7 @@ cdef void _sum_bwd(real* gx, real* gy, real* x, real* y, int s, int bd, int kind
             if kind == 1:
                 c = 2 * gy[b]
             else:
-                c = gy[b] / y[b] if y[b] > 0 else 0
+                c = gy[b] / y[b] if y[b] != 0 else 0    # a NaN norm: NaN gradients
             for i in range(s):
                 gx[b * s + i] += c * x[b * s + i]
 

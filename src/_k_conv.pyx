@@ -403,7 +403,8 @@ cdef void _pool_fwd(Node* n, real* y, real* x, int* where, Geo* q) noexcept nogi
                             if ih < 0 or ih >= q.H:
                                 continue
                             at = ih + q.H * iw
-                            if best < 0 or xp[at] > v:
+                            # a NaN wins (the first one), as in max_dim
+                            if best < 0 or (v == v and not (xp[at] <= v)):
                                 best = at
                                 v = xp[at]
                     where[o] = best + c * q.H * q.W

@@ -57,7 +57,7 @@ cdef void _hinge_fwd(real* y, real* x, int* vs, int m, int B, int xb, real margi
         acc = 0
         for i in range(m):
             t = px[i] + mv
-            if i != v and t > 0:
+            if i != v and not (t <= 0):     # a NaN term makes the loss NaN
                 acc += t
         y[b] = <real>acc
 
@@ -68,18 +68,23 @@ cdef void _hinge_bwd(real* gx, real* gy, real* x, int* vs, int m, int B, int xb,
     cdef int b, i, v, cnt
     cdef real* px
     cdef real* pg
-    cdef real mv
+    cdef real mv, t
     for b in range(B):
         px = x + (b * m if xb > 1 else 0)
         pg = gx + (b * m if xb > 1 else 0)
         v = vs[b]
         mv = margin - px[v]
         cnt = 0
+        t = 0
         for i in range(m):
             if i != v and px[i] + mv > 0:
                 pg[i] += gy[b]
                 cnt += 1
-        pg[v] -= gy[b] * cnt
+            elif i != v and not (px[i] + mv <= 0):
+                # a NaN term: its derivative is NaN, for x_i and for x_v
+                t = px[i] + mv
+                pg[i] += t
+        pg[v] -= gy[b] * cnt - t
 
 
 cdef void fwd_hinge(Graph* g, Node* n) noexcept:
@@ -178,7 +183,7 @@ cdef void _hdim_fwd(Graph* g, Node* n, real* y) noexcept nogil:
             acc = 0
             for i in range(inner):
                 t = px[i * istr] + mv
-                if i != v and t > 0:
+                if i != v and not (t <= 0):     # a NaN term makes the loss NaN
                     acc += t
             y[b * outer + o] = <real>acc
 
@@ -189,7 +194,7 @@ cdef void _hdim_bwd(Graph* g, Node* n, real* gy) noexcept nogil:
     cdef int* vs = idx(g, n)
     cdef real* px
     cdef real* pg
-    cdef real mv, c, margin = <real>n.fa[0]
+    cdef real mv, c, t, margin = <real>n.fa[0]
     _slices(&x.dim, n.ia[0], &outer, &ostr, &inner, &istr)
     for b in range(n.dim.bd):
         for o in range(outer):
@@ -199,11 +204,16 @@ cdef void _hdim_bwd(Graph* g, Node* n, real* gy) noexcept nogil:
             mv = margin - px[v * istr]
             c = gy[b * outer + o]
             cnt = 0
+            t = 0
             for i in range(inner):
                 if i != v and px[i * istr] + mv > 0:
                     pg[i * istr] += c
                     cnt += 1
-            pg[v * istr] -= c * cnt
+                elif i != v and not (px[i * istr] + mv <= 0):
+                    # a NaN term: its derivative is NaN, for x_i and for x_v
+                    t = px[i * istr] + mv
+                    pg[i * istr] += t
+            pg[v * istr] -= c * cnt - t
 
 
 cdef void fwd_hdim(Graph* g, Node* n) noexcept:
@@ -259,7 +269,8 @@ cdef int _shape_pairloss(Graph* g, Node* n) except -1:
 
 cdef inline double _clog(double p) noexcept nogil:
     # DyNet's convention: log of a probability never goes below log(FLT_MIN)
-    return log(p if p > FLT_MIN else FLT_MIN)
+    # (a NaN probability stays NaN)
+    return log(p if not (p <= FLT_MIN) else FLT_MIN)
 
 
 cdef void _pairloss_fwd(Graph* g, Node* n, real* y) noexcept nogil:
@@ -311,15 +322,17 @@ cdef void _pairloss_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
                 x = pa[i]
                 t = pb[i]
                 if which == 0:
-                    pg[i] += <real>(c * ((1 - t) / (1 - x if 1 - x > FLT_MIN else FLT_MIN)
-                                         - t / (x if x > FLT_MIN else FLT_MIN)))
+                    pg[i] += <real>(c * ((1 - t) / (1 - x if not (1 - x <= FLT_MIN) else FLT_MIN)
+                                         - t / (x if not (x <= FLT_MIN) else FLT_MIN)))
                 else:
                     pg[i] += <real>(c * (_clog(1 - x) - _clog(x)))
         else:
             sg = c if which == 0 else -c
             for i in range(s):
                 d = <double>pa[i] - pb[i]
-                if kind == HUBER:
+                if d != d:
+                    pg[i] += <real>d        # NaN in: a NaN gradient, not sign(NaN) = 0
+                elif kind == HUBER:
                     if fabs(d) < hc:
                         pg[i] += <real>(2 * sg * d)
                     else:
@@ -444,7 +457,7 @@ cdef void _prl_fwd(Graph* g, Node* n, real* y) noexcept nogil:
         pb = <real*>b.v + batch_off(b, k, s)
         for i in range(s):
             t = m - pa[i] + pb[i]
-            y[k * s + i] = t if t > 0 else 0
+            y[k * s + i] = t if not (t <= 0) else 0      # NaN stays NaN
 
 
 cdef void _prl_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
@@ -456,7 +469,9 @@ cdef void _prl_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
     for k in range(n.dim.bd):
         pg = <real*>w.g + batch_off(w, k, s)
         for i in range(s):
-            if py[k * s + i] > 0:
+            if py[k * s + i] != py[k * s + i]:
+                pg[i] += py[k * s + i]     # NaN in: a NaN gradient
+            elif py[k * s + i] > 0:
                 if which == 0:
                     pg[i] -= gy[k * s + i]
                 else:

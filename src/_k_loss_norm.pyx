@@ -48,6 +48,9 @@ cdef double _tau(real* z, real* x, int m) noexcept nogil:
     """Threshold of sparsemax(x) (Martins & Astudillo 2016): z is m scratch items."""
     cdef int k, kk = 1
     cdef double acc = 0, keep = 0
+    for k in range(m):
+        if x[k] != x[k]:
+            return x[k]     # NaN: every output depends on tau (and qsort wants an order)
     memcpy(z, x, m * sizeof(real))
     if real is float:
         qsort(z, m, sizeof(float), _desc_f)
@@ -80,7 +83,7 @@ cdef void _sparsemax_fwd(real* y, real* x, real* z, int m, int B) noexcept nogil
         tau = <real>_tau(z, x + b * m, m)
         for i in range(m):
             t = x[b * m + i] - tau
-            y[b * m + i] = t if t > 0 else 0
+            y[b * m + i] = t if not (t <= 0) else 0      # tau NaN: y NaN
 
 
 cdef void _sparsemax_bwd(real* gx, real* gy, real* y, int m, int B) noexcept nogil:
@@ -99,6 +102,8 @@ cdef void _sparsemax_bwd(real* gx, real* gy, real* y, int m, int B) noexcept nog
         for i in range(m):
             if y[b * m + i] > 0:
                 gx[b * m + i] += gy[b * m + i] - mean
+            elif y[b * m + i] != y[b * m + i]:
+                gx[b * m + i] += y[b * m + i]       # NaN input: NaN gradient
 
 
 cdef void fwd_sparsemax(Graph* g, Node* n) noexcept:
@@ -157,7 +162,7 @@ cdef void _spmloss_fwd(Graph* g, Node* n, real* y) noexcept nogil:
         loss = 0
         for i in range(m):
             t = px[i] - tau
-            if t > 0:
+            if not (t <= 0):        # t NaN (NaN input): p, the loss and the gradient are NaN
                 p[i] = <real>t
                 loss += t * (px[i] + tau)
             else:
@@ -166,7 +171,7 @@ cdef void _spmloss_fwd(Graph* g, Node* n, real* y) noexcept nogil:
         for i in range(nt):
             loss -= px[v[i]] / <double>nt
         # the loss is >= 0; a negative value is rounding (DyNet clips it too)
-        y[b] = <real>(loss if loss > 0 else 0)
+        y[b] = <real>(loss if not (loss <= 0) else 0)
 
 
 cdef void _spmloss_bwd(Graph* g, Node* n, real* gy) noexcept nogil:
@@ -302,6 +307,11 @@ cdef void _csm_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
                 S += py[i]
                 R += gb[i] * <double>py[i]
         r = <real>(R / S) if S > 0 else 0
+        if S != S and which == 1:
+            # a NaN in x: which bounds are active depends on it
+            for i in range(m):
+                pg[i] += <real>S
+            continue
         for i in range(m):
             if which == 0 and mk[i] == 0:
                 pg[i] += py[i] * (gb[i] - r)
@@ -468,8 +478,9 @@ cdef void _wn_fwd(Graph* g, Node* n, real* y) noexcept nogil:
     for k in range(n.dim.bd):
         pw = <real*>w.v + batch_off(w, k, s)
         nrm = _nrm(pw, s)
-        # w = 0 has no direction: the output is 0 rather than NaN
-        sc = (<real*>gn.v)[batch_off(gn, k, 1)] / nrm if nrm > 0 else 0
+        # w = 0 has no direction: the output is 0 rather than NaN (a NaN in w
+        # makes |w|, so every output, NaN)
+        sc = (<real*>gn.v)[batch_off(gn, k, 1)] / nrm if nrm != 0 else 0
         for i in range(s):
             y[k * s + i] = <real>(sc * pw[i])
 
@@ -561,13 +572,14 @@ cdef int _shape_argmax(Graph* g, Node* n) except -1:
 
 
 cdef void _argmax_fwd(real* y, real* x, int m, int B) noexcept nogil:
-    # ties go to the first maximum, as numpy.argmax
+    # ties go to the first maximum, and a NaN is the maximum (the first NaN
+    # wins), as numpy.argmax
     cdef int b, i, k
     for b in range(B):
         k = 0
         for i in range(m):
             y[b * m + i] = 0
-            if x[b * m + i] > x[b * m + k]:
+            if x[b * m + k] == x[b * m + k] and not (x[b * m + i] <= x[b * m + k]):
                 k = i
         y[b * m + k] = 1
 

@@ -172,9 +172,9 @@ cdef void _unary_bwd(int kind, real* gx, real* gy, real* x, real* y, long m, dou
         for i in range(m):
             gx[i] += gy[i] * <real>0.5 / y[i]
     elif kind == ABS:
-        # sign(x): the gradient at 0 is 0, as DyNet
+        # sign(x): the gradient at 0 is 0, as DyNet (x - x: 0, or NaN for NaN)
         for i in range(m):
-            gx[i] += gy[i] if x[i] > 0 else (-gy[i] if x[i] < 0 else 0)
+            gx[i] += gy[i] if x[i] > 0 else (-gy[i] if x[i] < 0 else x[i] - x[i])
     elif kind == SQUARE:
         for i in range(m):
             gx[i] += gy[i] * 2 * x[i]
@@ -315,12 +315,13 @@ cdef int _shape_bminmax(Graph* g, Node* n) except -1:
 
 cdef void _bminmax_fwd(real* z, real* x, real* y, long m, bint mx) noexcept nogil:
     cdef long i
+    # a NaN wins (either side), unlike IEEE fmax/fmin
     if mx:
         for i in range(m):
-            z[i] = x[i] if x[i] > y[i] else y[i]
+            z[i] = x[i] if (x[i] > y[i] or x[i] != x[i]) else y[i]
     else:
         for i in range(m):
-            z[i] = x[i] if x[i] < y[i] else y[i]
+            z[i] = x[i] if (x[i] < y[i] or x[i] != x[i]) else y[i]
 
 
 cdef void _bminmax_bwd(real* gx, real* gz, real* x, real* y, long m, bint mx, int which) noexcept nogil:
@@ -328,7 +329,7 @@ cdef void _bminmax_bwd(real* gx, real* gz, real* x, real* y, long m, bint mx, in
     cdef long i
     cdef bint xwins
     for i in range(m):
-        xwins = (x[i] > y[i]) if mx else (x[i] < y[i])
+        xwins = ((x[i] > y[i]) if mx else (x[i] < y[i])) or x[i] != x[i]
         if xwins == (which == 0):
             gx[i] += gz[i]
 
@@ -389,7 +390,8 @@ cdef void _elist_fwd(Graph* g, Node* n, real* y, real* win) noexcept nogil:
     for j in range(1, n.nargs):
         x = <real*>arg(g, n, j).v
         for i in range(m):
-            if (x[i] >= y[i]) if mx else (x[i] <= y[i]):
+            # a NaN wins: once y[i] is NaN it stays
+            if y[i] == y[i] and not ((x[i] < y[i]) if mx else (x[i] > y[i])):
                 y[i] = x[i]
                 win[i] = j
 

@@ -80,8 +80,10 @@ cdef void _unary_fwd(int kind, real* y, real* x, int m) noexcept nogil:
         for i in range(m):
             y[i] = 1 / (1 + _exp(-x[i]))
     elif kind == RECTIFY:
+        # written so that NaN fails the test and passes through (x > 0 ? x : 0
+        # would turn NaN into 0); still one compare-and-blend per element
         for i in range(m):
-            y[i] = x[i] if x[i] > 0 else 0
+            y[i] = x[i] if not (x[i] <= 0) else 0
     elif kind == EXP:
         for i in range(m):
             y[i] = _exp(x[i])
@@ -101,9 +103,10 @@ cdef void _unary_bwd(int kind, real* gx, real* gy, real* x, real* y, int m) noex
         for i in range(m):
             gx[i] += gy[i] * y[i] * (one - y[i])
     elif kind == RECTIFY:
-        # y > 0 exactly when x > 0: the gradient at 0 is 0
+        # y > 0 exactly when x > 0: the gradient at 0 is 0. Otherwise y is 0
+        # or NaN (NaN input): adding y gives 0, or a NaN gradient for a NaN
         for i in range(m):
-            gx[i] += gy[i] if y[i] > 0 else 0
+            gx[i] += gy[i] if y[i] > 0 else y[i]
     elif kind == EXP:
         for i in range(m):
             gx[i] += gy[i] * y[i]
@@ -396,7 +399,8 @@ cdef void _lse_fwd(Graph* g, Node* n, real* y, real* acc) noexcept nogil:
             pa = acc + b * s
             for i in range(s):
                 # all -inf (log of zero probabilities) stays -inf, not NaN
-                pa[i] += _exp(px[i] - py[i]) if py[i] > -INFINITY else 0
+                # (a NaN max stays NaN)
+                pa[i] += _exp(px[i] - py[i]) if py[i] != -INFINITY else 0
     for i in range(s * B):
         y[i] += _log(acc[i])
 
@@ -409,7 +413,7 @@ cdef void _lse_bwd(real* gx, real* gy, real* x, real* y, int s, int B, int xb) n
         px = x + (b * s if xb > 1 else 0)
         pg = gx + (b * s if xb > 1 else 0)
         for i in range(s):
-            pg[i] += gy[b * s + i] * _exp(px[i] - y[b * s + i]) if y[b * s + i] > -INFINITY else 0
+            pg[i] += gy[b * s + i] * _exp(px[i] - y[b * s + i]) if y[b * s + i] != -INFINITY else 0
 
 
 cdef void fwd_lse(Graph* g, Node* n) noexcept:

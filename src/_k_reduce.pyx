@@ -255,9 +255,10 @@ cdef inline void _kgrad(int kind, real* gx, const real* x, long E, const real* g
         for i in range(E):
             gx[i] += gy[i] * scale
     elif kind == K_STD:
-        # dy/dx = (x - mean) / (N y); a zero deviation has no slope
+        # dy/dx = (x - mean) / (N y); a zero deviation has no slope (a NaN
+        # one gives NaN gradients)
         for i in range(E):
-            if y[i] > 0:
+            if y[i] != 0:
                 gx[i] += gy[i] * scale * (x[i] - ce[i]) / y[i]
     elif kind == K_POW:
         for i in range(E):
@@ -270,7 +271,7 @@ cdef inline void _kgrad(int kind, real* gx, const real* x, long E, const real* g
 cdef inline double _coef(int kind, const real* gy, const real* y, long q, double scale) noexcept nogil:
     # std: dy/dx = (x - mean) / (N y); a zero deviation has no slope
     if kind == K_STD:
-        return gy[q] * scale / y[q] if y[q] > 0 else 0
+        return gy[q] * scale / y[q] if y[q] != 0 else 0
     return gy[q] * scale
 
 
@@ -299,6 +300,12 @@ cdef void _acc_bwd(int kind, real* gx, real* x, real* gy, real* y, const double*
         _step(p, cnt, &oy)
 
 
+cdef inline bint _wins(bint mn, real v, real best) noexcept nogil:
+    """v replaces best: strictly smaller (larger), or NaN where best is not
+    (a NaN is the extreme: the first NaN wins, as numpy's max and argmax)."""
+    return best == best and not ((v >= best) if mn else (v <= best))
+
+
 cdef void _argext(bint mn, real* x, real* y, int* ai, const Plan* p) noexcept nogil:
     """y = max (min) per output and ai = the input offset it came from: inputs
     are visited in storage order and only a strictly better value wins, so a
@@ -318,18 +325,18 @@ cdef void _argext(bint mn, real* x, real* y, int* ai, const Plan* p) noexcept no
                 best = xo[0]
                 bi = 0
                 for i in range(1, E):
-                    if (xo[i] < best) if mn else (xo[i] > best):
+                    if _wins(mn, xo[i], best):
                         best = xo[i]
                         bi = i
                 q = oy + j * ys1
-                if ai[q] < 0 or ((best < y[q]) if mn else (best > y[q])):
+                if ai[q] < 0 or _wins(mn, best, y[q]):
                     y[q] = best
                     ai[q] = <int>(b + bi)
             else:
                 for i in range(E):
                     q = oy + i
                     v = xo[i]
-                    if ai[q] < 0 or ((v < y[q]) if mn else (v > y[q])):
+                    if ai[q] < 0 or _wins(mn, v, y[q]):
                         y[q] = v
                         ai[q] = <int>(b + i)
         _step(p, cnt, &oy)
