@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dyn._core import _k_arith as _k
+from dyn._core._expr import Expression
 from dyn.ops._registry import Case, op
 
 
@@ -174,6 +175,15 @@ def esum(xs):
 )
 def average(xs):
     """Mean of a list of same-shaped expressions (esum then a scale)."""
+    if not isinstance(xs, list):
+        raise TypeError("average: expected a list of expressions, got %s" % type(xs).__name__)
+    if not xs:
+        raise ValueError("average: empty list of expressions")
+    for k, x in enumerate(xs):
+        if not isinstance(x, Expression):
+            raise TypeError(
+                "average: element %d of the list is a %s, not an Expression" % (k, type(x).__name__)
+            )
     return _k.scalar_affine(_k.esum(xs), 1.0 / len(xs), 0.0)
 
 

@@ -10,12 +10,12 @@ only; here each batch element is handled separately, and an argument of batch
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
 from dyn._core import _k_loss as _k
 from dyn._core import _k_loss_norm as _kn
+from dyn.ops import _check
 from dyn.ops._registry import Case, op
 
 _ELEM_BATCHES = ("none", "all")
@@ -288,9 +288,9 @@ def poisson_loss(log_lambda, x):
     """
     name = "poisson_loss"
     try:
-        k = operator.index(x)
+        k = _check.integer(x, name, "x")
     except TypeError:
-        raise TypeError("%s: x must be a non-negative integer, got %r" % (name, x)) from None
+        raise TypeError("%s: x must be a non-negative integer, got %s" % (name, _check._show(x))) from None
     if k < 0:
         raise ValueError("%s: x must be a non-negative integer, got %d" % (name, k))
     return _k.poisson_loss(log_lambda, float(k), math.lgamma(k + 1.0))

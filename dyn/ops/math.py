@@ -9,7 +9,18 @@ import importlib
 import numpy as np
 
 from dyn._core import _k_math as _k
+from dyn.ops._check import _show
 from dyn.ops._registry import Case, op
+
+
+def _mode(gradient_mode, name):
+    # the kernel compares with ==, which an array would answer elementwise
+    if not isinstance(gradient_mode, str):
+        raise ValueError(
+            "%s: unknown gradient_mode %s (use 'zero_gradient' or 'straight_through_gradient')"
+            % (name, _show(gradient_mode))
+        )
+    return gradient_mode
 
 
 def _special(name):
@@ -355,7 +366,7 @@ def round(x, gradient_mode):
     Example:
         >>> q = dy.round(x, "straight_through_gradient")
     """
-    return _k.rounding(x, _K["round"], gradient_mode)
+    return _k.rounding(x, _K["round"], _mode(gradient_mode, "round"))
 
 
 @op(
@@ -375,7 +386,7 @@ def ceil(x, gradient_mode):
     Example:
         >>> k = dy.ceil(x, "zero_gradient")
     """
-    return _k.rounding(x, _K["ceil"], gradient_mode)
+    return _k.rounding(x, _K["ceil"], _mode(gradient_mode, "ceil"))
 
 
 @op(
@@ -395,7 +406,7 @@ def floor(x, gradient_mode):
     Example:
         >>> k = dy.floor(x, "straight_through_gradient")
     """
-    return _k.rounding(x, _K["floor"], gradient_mode)
+    return _k.rounding(x, _K["floor"], _mode(gradient_mode, "floor"))
 
 
 # ---------------------------------------------------------------- bmin, bmax, emax, emin

@@ -11,6 +11,7 @@ are tested in tests/ops/test_random.py.
 from __future__ import annotations
 
 from dyn._core import _k_random as _k
+from dyn.ops import _check
 from dyn.ops._registry import Case, op
 from dyn.ops.inputs import _shape_of
 
@@ -22,23 +23,14 @@ _ELEM = ("none", "all")
 
 
 def _number(v, op_name, what):
-    if not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
-        raise TypeError("%s: %s must be a number, got %r" % (op_name, what, v))
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise TypeError("%s: %s must be a number, got %r" % (op_name, what, v)) from None
+    return _check.number(v, op_name, what)
 
 
 def _leaf(kind, op_name, dim, batch_size, a, b):
-    if not hasattr(batch_size, "__index__"):
-        raise TypeError("%s: batch_size must be an integer, got %r" % (op_name, batch_size))
+    shape = _shape_of(dim, op_name)
+    batch_size = _check.integer(batch_size, op_name, "batch_size")  # its range: the shape check
     try:
-        shape = _shape_of(dim)
-    except TypeError as e:
-        raise TypeError("%s: %s" % (op_name, e)) from None
-    try:
-        return _k.sample(kind, shape, int(batch_size), a, b)
+        return _k.sample(kind, shape, batch_size, a, b)
     except (TypeError, ValueError) as e:
         raise type(e)("%s: %s" % (op_name, e)) from None
 
@@ -172,8 +164,7 @@ def dropout_dim(x, d, p):
     Example:
         >>> h = dy.dropout_dim(embeddings, 1, 0.2)   # drop whole rows (features)
     """
-    if isinstance(d, (bool, float)) or not hasattr(d, "__index__"):
-        raise TypeError("dropout_dim: d must be an integer, got %r" % (d,))
+    d = _check.integer(d, "dropout_dim", "d")
     if not 0 <= d < 7:
         raise ValueError("dropout_dim: d must be a dimension index in [0, 3), got %d" % d)
     return _k.dropout_shared(0, x, _probability(p, "dropout_dim"), int(d))

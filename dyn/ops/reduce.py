@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from dyn._core import _k_reduce as _k
+from dyn.ops._check import flag as _flag
+from dyn.ops._check import integer as _int
 from dyn.ops._registry import Case, op
 
 # ---------------------------------------------------------------- references
@@ -121,7 +123,7 @@ def mean_dim(x, d, b, n=0):
     Example:
         >>> avg = dy.mean_dim(H, [1], False)     # mean of the columns of H
     """
-    return _k.moment_dim(x, d, 1, b, n, True)
+    return _k.moment_dim(x, d, 1, _flag(b, "mean_dim", "b"), _int(n, "mean_dim", "n"), True)
 
 
 @op(
@@ -145,7 +147,8 @@ def std_dim(x, d, b, n=0):
     Example:
         >>> s = dy.std_dim(H, [1], False)
     """
-    return _k.std_dim(x, d, b)
+    _int(n, "std_dim", "n")  # ignored, but must be an integer
+    return _k.std_dim(x, d, _flag(b, "std_dim", "b"))
 
 
 @op(
@@ -168,7 +171,8 @@ def moment_dim(x, d, r, b, n=0):
     Example:
         >>> m2 = dy.moment_dim(H, [0], 2, False)
     """
-    return _k.moment_dim(x, d, r, b, n)
+    name = "moment_dim"
+    return _k.moment_dim(x, d, _int(r, name, "r"), _flag(b, name, "b"), _int(n, name, "n"))
 
 
 @op(
@@ -190,7 +194,7 @@ def max_dim(x, d=0):
     Example:
         >>> pooled = dy.max_dim(H, 1)            # max over time of {n, T}
     """
-    return _k.max_dim(x, d, False)
+    return _k.max_dim(x, _int(d, "max_dim", "d"), False)
 
 
 @op(
@@ -211,7 +215,7 @@ def min_dim(x, d=0):
     Example:
         >>> lo = dy.min_dim(M, 0)
     """
-    return _k.max_dim(x, d, True)
+    return _k.max_dim(x, _int(d, "min_dim", "d"), True)
 
 
 @op(
@@ -231,7 +235,7 @@ def logsumexp_dim(x, d=0):
     Example:
         >>> log_z = dy.logsumexp_dim(scores)     # one value per column
     """
-    return _k.logsumexp_dim(x, d)
+    return _k.logsumexp_dim(x, _int(d, "logsumexp_dim", "d"))
 
 
 # ---------------------------------------------------------------- whole batch elements
@@ -279,7 +283,7 @@ def moment_elems(x, r):
     Example:
         >>> m2 = dy.moment_elems(h, 2)
     """
-    return _k.moment_elems(x, r)
+    return _k.moment_elems(x, _int(r, "moment_elems", "r"))
 
 
 @op(
@@ -299,7 +303,7 @@ def cumsum(x, d=0):
     Example:
         >>> c = dy.cumsum(v)                     # [1, 2, 3] -> [1, 3, 6]
     """
-    return _k.cumsum(x, d)
+    return _k.cumsum(x, _int(d, "cumsum", "d"))
 
 
 @op(
@@ -321,7 +325,7 @@ def fold_rows(x, nrows=2):
     Example:
         >>> y = dy.fold_rows(x, 2)               # {6, 2} -> {3, 2}
     """
-    return _k.fold_rows(x, nrows)
+    return _k.fold_rows(x, _int(nrows, "fold_rows", "nrows"))
 
 
 @op(
@@ -342,7 +346,7 @@ def kmax_pooling(x, k, d=1):
     Example:
         >>> y = dy.kmax_pooling(conv, 3)         # {n, T} -> {n, 3}
     """
-    return _k.kmax_pooling(x, k, d)
+    return _k.kmax_pooling(x, _int(k, "kmax_pooling", "k"), _int(d, "kmax_pooling", "d"))
 
 
 # ---------------------------------------------------------------- over the batch
@@ -393,4 +397,4 @@ def moment_batches(x, r):
     Example:
         >>> m2 = dy.moment_batches(h, 2)
     """
-    return _k.moment_batches(x, r)
+    return _k.moment_batches(x, _int(r, "moment_batches", "r"))

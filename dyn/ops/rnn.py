@@ -11,6 +11,8 @@ operations.
 import numpy as np
 
 from dyn._core import _k_rnn as _k
+from dyn.ops._check import index as _index
+from dyn.ops._check import number as _number
 from dyn.ops._registry import Case, op
 
 
@@ -79,7 +81,11 @@ def lstm_step(p, prev, Wh, col=0, forget_bias=1.0):
         >>> s = dy.lstm_step(P, None, None, col=0)
         >>> s = dy.lstm_step(P, s, Wh, col=1)
     """
-    return _k.lstm_step(p, prev, Wh, None, None, col, forget_bias, "lstm_step")
+    if type(col) is not int:
+        col = _index(col, "lstm_step", "col")
+    return _k.lstm_step(
+        p, prev, Wh, None, None, col, _number(forget_bias, "lstm_step", "forget_bias"), "lstm_step"
+    )
 
 
 @op(
@@ -97,7 +103,10 @@ def lstm_step_dropout(p, prev, Wh, mask_h, mask_g, col=0, forget_bias=1.0):
     Example:
         >>> s = dy.lstm_step_dropout(P, s, Wh, z_h, z_g, col=t)
     """
-    return _k.lstm_step(p, prev, Wh, mask_h, mask_g, col, forget_bias, "lstm_step_dropout")
+    name = "lstm_step_dropout"
+    if type(col) is not int:
+        col = _index(col, name, "col")
+    return _k.lstm_step(p, prev, Wh, mask_h, mask_g, col, _number(forget_bias, name, "forget_bias"), name)
 
 
 def _part_ref(s, which):
