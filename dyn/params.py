@@ -15,6 +15,8 @@ import numpy as np
 from dyn import _config
 from dyn import io as _io
 from dyn._core import _expr
+from dyn.ops import _check
+from dyn.ops.inputs import _one_dim
 
 _RNG = [np.random.RandomState()]
 
@@ -134,7 +136,7 @@ class NumpyInitializer(PyInitializer):
     """Values from a numpy array (its shape must match the parameter's)."""
 
     def __init__(self, array):
-        self.array = np.asarray(array, dtype=np.float64)
+        self.array = _check.real_array(array, "NumpyInitializer", "array")
 
     def initialize(self, dim, is_lookup=False):
         if self.array.size != int(np.prod(dim)):
@@ -167,12 +169,31 @@ def _initializer(init, dim, scale, mean, std):
     )
 
 
-def _dim(dim):
-    if isinstance(dim, (int, np.integer)) or (isinstance(dim, float) and dim == int(dim)):
-        return (int(dim),)
+def _dim(dim, name):
+    """A parameter's dim as a tuple of positive ints (an int d is (d,)).
+
+    As for dy.zeros, a float with an integral value (3.0) counts as that int;
+    any other float, a bool, None or a string is a TypeError naming ``name``."""
     if isinstance(dim, tuple) and dim:
-        return tuple(int(d) for d in dim)
-    raise TypeError("a parameter dim must be an int or a non-empty tuple, got %r" % (dim,))
+        d = tuple(_one_dim(v, dim, name) for v in dim)
+    elif isinstance(dim, (int, np.integer, float)) and not isinstance(dim, (bool, np.bool_)):
+        d = (_one_dim(dim, dim, name),)
+    else:
+        raise TypeError(
+            "%s: a parameter dim must be an int or a non-empty tuple, got %s" % (name, _check._show(dim))
+        )
+    if len(d) > _check.MAXD:
+        raise ValueError("%s: a dim has at most %d dimensions, got %r" % (name, _check.MAXD, dim))
+    if int(np.prod(d, dtype=object)) > _check.MAX_INDEX:
+        raise ValueError(
+            "%s: dim %r has more than %d elements, the most a tensor may hold" % (name, dim, _check.MAX_INDEX)
+        )
+    return d
+
+
+def _values(arr, name, what="arr"):
+    """arr as a float64 array of real numbers (TypeError for complex, None, strings, objects)."""
+    return _check.real_array(arr, name, what)
 
 
 # ---------------------------------------------------------------- Parameters
@@ -211,7 +232,7 @@ class Parameters(_expr.ParamExpr):
         return self.grad_view().reshape(self.shape(), order="F").copy()
 
     def set_value(self, arr):
-        a = np.asarray(arr)
+        a = _values(arr, "set_value")
         if a.shape != tuple(self.shape()):
             raise ValueError(
                 "set_value: array of shape %r for %s of shape %r" % (a.shape, self._name, tuple(self.shape()))
@@ -277,7 +298,7 @@ class LookupParameters(Parameters):
     __getitem__ = _expr.ParamExpr._row
 
     def batch(self, indices):
-        return self._lookup_batch(list(indices), True)
+        return self._lookup_batch(_rows(self, indices, "lookup_batch"), True)
 
     def shape(self):
         d = self.dyn_dim()
@@ -313,15 +334,20 @@ class LookupParameters(Parameters):
     def rows_grad_as_array(self, rows):
         return self._as_rows(self.grad_view(), self._check_rows(rows)).copy()
 
-    def _check_rows(self, rows):
-        r = np.asarray(list(rows), dtype=np.int64)
-        if r.size and (r.min() < 0 or r.max() >= self.nrows):
-            raise IndexError("%s has %d rows; asked for rows %r" % (self._name, self.nrows, list(r)))
-        return r
+    def _check_rows(self, rows, name="rows_as_array"):
+        if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
+            raise TypeError("%s: rows must be a list of integers, got %s" % (name, _check._show(rows)))
+        r = [_check.integer(i, name, "row") for i in rows]
+        bad = [i for i in r if not 0 <= i < self.nrows]
+        if bad:
+            raise IndexError(
+                "%s: row %d is out of range for %s with %d rows" % (name, bad[0], self._name, self.nrows)
+            )
+        return np.asarray(r, dtype=np.int64)
 
     def init_row(self, i, row):
-        (i,) = self._check_rows([i])
-        a = np.asarray(row, dtype=np.float64)
+        (i,) = self._check_rows([i], "init_row")
+        a = _values(row, "init_row", "row")
         if a.size != self.rowsize:
             raise ValueError("init_row: %d values for rows of %d" % (a.size, self.rowsize))
         self._rows(self.value_view())[i] = (
@@ -329,8 +355,8 @@ class LookupParameters(Parameters):
         )
 
     def init_from_array(self, arr):
-        a = np.asarray(arr, dtype=np.float64)
-        if len(a) > self.nrows or a[0].size != self.rowsize:
+        a = _values(arr, "init_from_array")
+        if a.ndim == 0 or len(a) > self.nrows or a[0].size != self.rowsize:
             raise ValueError(
                 "init_from_array: array of shape %r for %s of shape %r" % (a.shape, self._name, self.shape())
             )
@@ -338,7 +364,7 @@ class LookupParameters(Parameters):
             self.init_row(i, a[i])
 
     def set_value(self, arr):
-        a = np.asarray(arr)
+        a = _values(arr, "set_value")
         if a.shape != tuple(self.shape()):
             raise ValueError(
                 "set_value: array of shape %r for %s of shape %r" % (a.shape, self._name, tuple(self.shape()))
@@ -411,7 +437,7 @@ class ParameterCollection:
         """
         if isinstance(init, np.ndarray):
             return self.parameters_from_numpy(init, name=name)
-        d = _dim(dim)
+        d = _dim(dim, "add_parameters")
         values = _initializer(init, d, scale, mean, std).initialize(d, False)
         return self._new(Parameters, d, values, name, False)
 
@@ -421,7 +447,7 @@ class ParameterCollection:
             return self.lookup_parameters_from_numpy(init, name=name)
         if isinstance(init, NumpyInitializer):
             raise ValueError("add_lookup_parameters: pass the numpy array itself, not a NumpyInitializer")
-        d = _dim(dim)
+        d = _dim(dim, "add_lookup_parameters")
         if len(d) == 1:
             d = (d[0], 1)
         table_dim = tuple(d[1:]) + (d[0],)
@@ -431,11 +457,18 @@ class ParameterCollection:
         return self._new(LookupParameters, table_dim, values, name, True)
 
     def parameters_from_numpy(self, array, name="", device=""):
-        a = np.asarray(array, dtype=np.float64)
+        a = _values(array, "parameters_from_numpy", "array")
+        if a.size == 0:
+            raise ValueError("parameters_from_numpy: empty array of shape %r" % (a.shape,))
         return self._new(Parameters, a.shape or (1,), a, name, False)
 
     def lookup_parameters_from_numpy(self, array, name="", device=""):
-        a = np.asarray(array, dtype=np.float64)
+        a = _values(array, "lookup_parameters_from_numpy", "array")
+        if a.ndim == 0 or a.size == 0:
+            raise ValueError(
+                "lookup_parameters_from_numpy: need an array of rows (at least one axis, not empty), "
+                "got shape %r" % (a.shape,)
+            )
         if a.ndim == 1:
             a = a[:, None]
         table_dim = a.shape[1:] + (a.shape[0],)
@@ -531,6 +564,8 @@ def lookup(p, index=0, update=True):
     """Row ``index`` of a lookup table; update=False gives a constant lookup."""
     if not isinstance(p, LookupParameters):
         raise TypeError("lookup: expected LookupParameters, got %s" % type(p).__name__)
+    if type(index) is not int or not 0 <= index < p.nrows:
+        index = _row(p, index, "lookup")
     return p._lookup(index, bool(update))
 
 
@@ -538,4 +573,23 @@ def lookup_batch(p, indices, update=True):
     """Rows ``indices`` as one expression with batch size len(indices)."""
     if not isinstance(p, LookupParameters):
         raise TypeError("lookup_batch: expected LookupParameters, got %s" % type(p).__name__)
-    return p._lookup_batch(list(indices), bool(update))
+    return p._lookup_batch(_rows(p, indices, "lookup_batch"), bool(update))
+
+
+def _row(p, index, name):
+    """A row index of table p: TypeError unless an integer, IndexError unless in range."""
+    i = _check.integer(index, name, "index")
+    if not 0 <= i < p.nrows:
+        raise IndexError("%s: index %d is out of range for %s with %d rows" % (name, i, p._name, p.nrows))
+    return i
+
+
+def _rows(p, indices, name):
+    if isinstance(indices, (str, bytes, dict, set)) or not hasattr(indices, "__iter__"):
+        raise TypeError("%s: indices must be a list of integers, got %s" % (name, _check._show(indices)))
+    n = p.nrows
+    rows = list(indices)
+    for k, i in enumerate(rows):
+        if type(i) is not int or not 0 <= i < n:
+            rows[k] = _row(p, i, name)
+    return rows

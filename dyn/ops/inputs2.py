@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dyn._core import _expr
+from dyn.ops import _check
 from dyn.ops.inputs import _shape_of
 
 
@@ -47,14 +48,16 @@ def sparse_inputTensor(idxs, values, shape, batched=False, defval=0, device=""):
         >>> x.npvalue()    # [[0, 5], [0, 0], [0, 7]]
     """
     name = "sparse_inputTensor"
-    vals = np.asarray(values, dtype=np.float64) if isinstance(values, (list, tuple)) else values
+    vals = (
+        _check.real_array(values, name, "values") if isinstance(values, (list, tuple, np.ndarray)) else values
+    )
     if not isinstance(vals, np.ndarray):
         raise TypeError(
             "%s: values must be a list or a 1-D numpy array, got %s" % (name, type(values).__name__)
         )
     if vals.ndim != 1:
         raise TypeError("%s: values should be a 1-D array, got shape %r" % (name, vals.shape))
-    shape = _shape_of(shape)
+    shape = _shape_of(shape, name)
     if not isinstance(idxs, (list, tuple)):
         raise TypeError("%s: idxs must be a tuple/list of index arrays, got %s" % (name, type(idxs).__name__))
     if len(idxs) != len(shape):
@@ -71,7 +74,7 @@ def sparse_inputTensor(idxs, values, shape, batched=False, defval=0, device=""):
                 "%s: index %d is out of range for dimension %d of size %d (shape %r)"
                 % (name, int(c[bad][0]), k, n, shape)
             )
-    data = np.full(int(np.prod(shape)), float(defval))
+    data = np.full(int(np.prod(shape)), _check.number(defval, name, "defval"))
     if len(vals):
         data[np.ravel_multi_index(tuple(coords), shape, order="F")] = vals
     if batched:
@@ -133,13 +136,13 @@ def inputTensorTranspose(val, dim=None, batch_size=1, device=""):  # noqa: N802 
         >>> x = dy.inputTensorTranspose([1, 2, 3, 4, 5, 6], (2, 3))   # [[1, 3, 5], [2, 4, 6]]
     """
     name = "inputTensorTranspose"
-    a = np.asarray(val, dtype=np.float64) if not isinstance(val, np.ndarray) else val
-    if a.dtype == object or a.ndim != 1:
+    a = _check.real_array(val, name, "val")
+    if a.ndim != 1:
         raise TypeError(
             "%s: val must be a 1-D list or array (a 1-D view of column-major data), got shape %r"
             % (name, a.shape)
         )
-    shape = (len(a),) if dim is None else _shape_of(dim)
+    shape = (len(a),) if dim is None else _shape_of(dim, name)
     if isinstance(batch_size, bool) or not hasattr(batch_size, "__index__"):
         raise TypeError("%s: batch_size must be an integer, got %r" % (name, batch_size))
     if batch_size <= 0:
