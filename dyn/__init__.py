@@ -20,6 +20,7 @@ from dyn._config import (
 from dyn._core import _graph
 from dyn._core._expr import Expression
 from dyn.builders import *  # noqa: F403 (every builder module's __all__)
+from dyn.errors import StaleExpressionError
 from dyn.gradcheck import check_grad
 from dyn.graph import (
     ComputationGraph,
