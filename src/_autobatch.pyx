@@ -58,7 +58,7 @@ from dyn._core._graph cimport (
     exec_node, check_finite, round_up, seed_backward, ab_spec, set_autobatch_engine, node_desc,
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_AUXHEAD, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT,
     ABA_SHARE, ABA_CATAUX,
-    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS)
+    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS, MAX_ELEMS)
 from dyn._core cimport _blas
 
 
@@ -499,9 +499,20 @@ cdef int _ab_forward(int nid) except -1:
             st_singles += 1
         else:
             _order(MEMB, m, c0)
-            tk += _run_batch(g, MEMB, m)
-            st_batches += 1
-            st_batched += m
+            j = 0
+            while j < m:              # in parts whose tensors each stay within MAX_ELEMS
+                k = _part_end(g, MEMB, j, m)
+                if k - j == 1:
+                    t1 = _now()
+                    exec_node(MEMB[j])
+                    tk += _now() - t1
+                    _log(MEMB[j])
+                    st_singles += 1
+                else:
+                    tk += _run_batch(g, MEMB + j, k - j)
+                    st_batches += 1
+                    st_batched += k - j
+                j = k
         done += m
         for j in range(m):
             _release(MEMB[j] - c0, &q1)
@@ -512,6 +523,35 @@ cdef int _ab_forward(int nid) except -1:
     st_fwd += t1
     st_sched += t1 - tk
     return 0
+
+
+cdef long PART_LIMIT = MAX_ELEMS
+
+
+def _set_part_limit(long n):
+    """Test hook: the most elements a batch's output, scratch or arguments may hold (default and
+    upper bound MAX_ELEMS), so the splitting of large batches can be tested on small tensors."""
+    global PART_LIMIT
+    PART_LIMIT = n if 0 < n < MAX_ELEMS else MAX_ELEMS
+
+
+cdef int _part_end(Graph* g, int* mem, int j0, int m) noexcept:
+    """The end of the longest run mem[j0:end] (at least one node) whose batched output, scratch and
+    gathered arguments each stay within PART_LIMIT elements (kernels count in C ints)."""
+    cdef long out = 0, aux = 0, args = 0, w
+    cdef int j, k
+    cdef Node* n
+    for j in range(j0, m):
+        n = &g.nodes[mem[j]]
+        out += dim_total(&n.dim)
+        aux += n.naux
+        w = 0
+        for k in range(n.nargs):
+            w += dim_total(&g.nodes[g.ipool[n.arg_off + k]].dim)
+        args += w
+        if j > j0 and (out > PART_LIMIT or aux > PART_LIMIT or args > PART_LIMIT):
+            return j
+    return m
 
 
 cdef int _grow_nodes(long need) except -1:

@@ -18,6 +18,7 @@ from dyn._core._graph cimport (
     set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, F_PTRS, idx,
     set_autobatch, AB_PARAM)
 from dyn._core cimport _blas
+from dyn.errors import StaleExpressionError
 
 cnp.import_array()
 
@@ -44,8 +45,8 @@ cdef class Expression:
             msg = ("node %d of graph %d; the current graph is %d: renew_cg() was called since"
                    % (self.nid, self.ver, g.version))
         if as_arg:
-            raise ValueError("Attempt to use a stale expression (%s)" % msg)
-        raise RuntimeError("Stale Expression: %s" % msg)
+            raise StaleExpressionError("Attempt to use a stale expression (%s)" % msg)
+        raise StaleExpressionError("Stale Expression: %s" % msg)
 
     cdef void _set_node(self, int nid) noexcept:
         cdef Graph* g = cg()
@@ -382,7 +383,7 @@ cdef class InputExpression(Expression):
         invalidate()
 
 
-def make_input(object data, tuple shape, int bd, bint settable=True):
+def make_input(object data, tuple shape, object bd, bint settable=True):
     """Input node over `data` (anything numpy takes; column-major order)."""
     cdef Dim d = dim_from_tuple(shape, bd)
     flat = _as_data(data)
@@ -400,7 +401,7 @@ def make_input(object data, tuple shape, int bd, bint settable=True):
     return e
 
 
-def make_constant(object shape, double value, int batch_size=1):
+def make_constant(object shape, double value, object batch_size=1):
     cdef Dim d = dim_from_tuple(shape, batch_size)
     cdef int nid = new_node(OP_CONST, 0, NULL)
     cdef Node* n = &cg().nodes[nid]
@@ -712,13 +713,13 @@ cdef inline bint _is_param_node(Graph* g, int nid, ParamExpr p) noexcept:
 
 
 cdef int _check_row(ParamExpr p, object row) except -1:
-    if type(row) is not int and not hasattr(row, "__index__"):
-        raise TypeError("lookup: index must be an integer, got %s" % type(row).__name__)
-    cdef long r = row
-    if r < 0 or r >= p.nrows:
+    if isinstance(row, bool) or (type(row) is not int and not hasattr(row, "__index__")):
+        raise TypeError("lookup: index must be an integer, got %s %r" % (type(row).__name__, row))
+    row = row.__index__()      # a Python int: compared before any C conversion can overflow
+    if row < 0 or row >= p.nrows:
         raise IndexError("lookup: row %d is out of range for %s with %d rows"
-                         % (r, p.name(), p.nrows))
-    return r
+                         % (row, p.name(), p.nrows))
+    return <int>row
 
 
 cdef class LookupExpression(Expression):

@@ -57,7 +57,7 @@ cdef str dim_str(const Dim* d):
         s += "x%d" % d.bd
     return s
 
-cdef Dim dim_from_tuple(object shape, int bd) except *:
+cdef Dim dim_from_tuple(object shape, object bd) except *:
     cdef Dim d
     cdef int i
     if isinstance(shape, (int,)) or hasattr(shape, "__index__"):
@@ -68,19 +68,49 @@ cdef Dim dim_from_tuple(object shape, int bd) except *:
     if len(shape) > MAXD:
         raise ValueError("a Dim has at most %d dimensions, got %r" % (MAXD, shape))
     d.nd = len(shape)
+    total = 1
     for i in range(d.nd):
         v = shape[i]
         if isinstance(v, float) and v == int(v):
             v = int(v)
-        if not hasattr(v, "__index__"):
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
             raise TypeError("dimensions must be integers, got %r" % (shape,))
+        v = v.__index__()
         if v <= 0:
             raise ValueError("dimensions must be positive, got %r" % (shape,))
+        total *= v
+        if total > MAX_ELEMS:
+            raise ValueError("shape %r has more than %d elements, the most a tensor may hold"
+                             % (shape, MAX_ELEMS))
         d.d[i] = v
+    if isinstance(bd, bool) or not hasattr(bd, "__index__"):
+        raise TypeError("batch size must be an integer, got %r" % (bd,))
+    bd = bd.__index__()
     if bd <= 0:
         raise ValueError("batch size must be positive, got %d" % bd)
+    if total * bd > MAX_ELEMS:
+        raise ValueError("shape %r with batch size %d has %d elements, more than the %d a tensor "
+                         "may hold" % (shape, bd, total * bd, MAX_ELEMS))
     d.bd = bd
     return d
+
+
+cdef int dim_check(const Dim* d, str what) except -1:
+    """Raise ValueError unless d is a valid Dim of at most MAX_ELEMS elements (counted in 64 bits,
+    so a product that overflowed a C int in a shape rule is caught here)."""
+    cdef long long total = d.bd
+    cdef int i
+    if d.nd < 1 or d.nd > MAXD or d.bd < 1:
+        raise ValueError("%s: invalid result shape (%d dimensions, batch %d)" % (what, d.nd, d.bd))
+    for i in range(d.nd):
+        if d.d[i] < 1:
+            raise ValueError("%s: result dimension %d is %d, out of range (it overflowed: a tensor "
+                             "holds at most %d elements)" % (what, i, d.d[i], MAX_ELEMS))
+        total *= d.d[i]
+        if total > MAX_ELEMS:
+            raise ValueError("%s: the result %s would have more than %d elements, the most a "
+                             "tensor may hold" % (what, dim_str(d), MAX_ELEMS))
+    return 0
 
 cdef object dim_to_py(const Dim* d):
     return (tuple([d.d[i] for i in range(d.nd)]), d.bd)
@@ -90,10 +120,16 @@ cdef object dim_to_py(const Dim* d):
 cdef size_t round_up(size_t n) noexcept nogil:
     return (n + ALIGN - 1) & ~(ALIGN - 1)
 
+# No single request may be larger than this (a size computed from a wrapped count is caught here
+# rather than passed to malloc).
+cdef size_t MAX_BLOCK = (<size_t>1) << 46
+
 cdef void* _aligned_block(size_t nbytes) except NULL:
     # malloc'd blocks are 16-byte aligned; we keep 64-byte alignment by
     # over-allocating and storing the raw pointer just before the block.
-    cdef char* raw = <char*>malloc(nbytes + ALIGN + sizeof(void*))
+    cdef char* raw = NULL
+    if nbytes <= MAX_BLOCK:
+        raw = <char*>malloc(nbytes + ALIGN + sizeof(void*))
     if raw == NULL:
         raise MemoryError("dyn: cannot allocate %d bytes for the graph arena" % nbytes)
     cdef uintptr_t p = (<uintptr_t>raw + sizeof(void*) + ALIGN - 1) & ~(<uintptr_t>ALIGN - 1)
@@ -105,24 +141,32 @@ cdef void _free_block(void* p) noexcept:
         free((<void**>p)[-1])
 
 cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL:
-    cdef size_t n = round_up(nbytes if nbytes > 0 else 1)
-    cdef size_t newcap
+    """nbytes from the arena. When the block is full a new, larger one is chained (live values in the
+    old blocks stay where they are until the next reset merges them). On MemoryError the arena is
+    unchanged, so the graph can go on or be renewed."""
+    cdef size_t n, newcap
     cdef void* p
+    cdef void** old
+    if nbytes > MAX_BLOCK:
+        raise MemoryError("dyn: cannot allocate %d bytes for the graph arena" % nbytes)
+    n = round_up(nbytes if nbytes > 0 else 1)
     if a.used + n > a.cap:
-        # Out of room: chain a new, larger block; live values in the old
-        # block stay where they are until the next reset merges the blocks.
         newcap = a.cap * 2
         if newcap < n:
-            newcap = n * 2
+            newcap = _with_headroom(n)  # (not 2n: a huge request must not ask for twice its size)
+        if newcap > MAX_BLOCK:
+            newcap = n
+        if a.base != NULL and a.nold == a.cold:
+            old = <void**>realloc(a.old, (a.cold * 2 + 4) * sizeof(void*))
+            if old == NULL:
+                raise MemoryError("dyn: arena bookkeeping")
+            a.old = old
+            a.cold = a.cold * 2 + 4
+        p = _aligned_block(newcap)      # (raises with the arena as it was)
         if a.base != NULL:
-            if a.nold == a.cold:
-                a.cold = a.cold * 2 + 4
-                a.old = <void**>realloc(a.old, a.cold * sizeof(void*))
-                if a.old == NULL:
-                    raise MemoryError("dyn: arena bookkeeping")
             a.old[a.nold] = a.base
             a.nold += 1
-        a.base = <char*>_aligned_block(newcap)
+        a.base = <char*>p
         a.cap = newcap
         a.used = 0
     p = a.base + a.used
@@ -136,17 +180,27 @@ cdef inline size_t _with_headroom(size_t n) noexcept nogil:
     return n + n // 4
 
 
+cdef void _drop_blocks(Arena* a) noexcept:
+    """Free every block: the arena is empty, with no memory (the next alloc makes a block)."""
+    cdef int i
+    for i in range(a.nold):
+        _free_block(a.old[i])
+    a.nold = 0
+    _free_block(a.base)
+    a.base = NULL
+    a.cap = 0
+    a.used = 0
+    a.high = 0
+
+
 cdef int arena_reset(Arena* a) except -1:
     """Start over; if blocks were chained, replace them by one block of the
-    high-water size so the next graph needs no chaining."""
-    cdef int i
+    high-water size so the next graph needs no chaining. If that block cannot be had
+    (MemoryError), the arena is left empty and valid: the next alloc starts small."""
     cdef size_t need
     if a.nold > 0:
         need = _with_headroom(a.high)
-        for i in range(a.nold):
-            _free_block(a.old[i])
-        a.nold = 0
-        _free_block(a.base)
+        _drop_blocks(a)
         a.base = <char*>_aligned_block(need)
         a.cap = need
     a.used = 0
@@ -156,13 +210,13 @@ cdef int arena_reset(Arena* a) except -1:
 cdef int arena_reserve(Arena* a, size_t nbytes) except -1:
     """Make the (empty) arena hold nbytes in one block."""
     if a.cap < nbytes or a.nold > 0:
-        arena_reset(a)
         if a.cap < nbytes:
+            _drop_blocks(a)
             nbytes = _with_headroom(nbytes)
-            _free_block(a.base)
-            a.base = NULL
             a.base = <char*>_aligned_block(nbytes)
             a.cap = nbytes
+        else:
+            arena_reset(a)
     a.used = 0
     a.high = 0
     return 0
@@ -281,12 +335,18 @@ cdef int new_node(int op, int nargs, const int* args) except -1:
     """Append a node (its Dim is set by finish_node)."""
     cdef int i, a
     cdef Node* n
+    cdef Node* nodes
+    cdef int cap
     if G.n == G.cap:
-        G.cap = G.cap * 2 if G.cap else 1024
-        G.nodes = <Node*>realloc(G.nodes, G.cap * sizeof(Node))
-        if G.nodes == NULL:
-            raise MemoryError("dyn: node table")
-    if G.ni + nargs > G.icap:
+        if G.cap >= 1 << 30:
+            raise MemoryError("dyn: a graph holds at most %d nodes" % G.cap)
+        cap = G.cap * 2 if G.cap else 1024
+        nodes = <Node*>realloc(G.nodes, <size_t>cap * sizeof(Node))
+        if nodes == NULL:
+            raise MemoryError("dyn: cannot grow the node table to %d nodes" % cap)
+        G.nodes = nodes
+        G.cap = cap
+    if <long>G.ni + nargs > G.icap:
         _grow_ipool(nargs)
     n = &G.nodes[G.n]
     n.op = op
@@ -318,18 +378,25 @@ cdef int new_node(int op, int nargs, const int* args) except -1:
     G.n += 1
     return G.n - 1
 
-cdef int _grow_ipool(int extra) except -1:
-    G.icap = G.icap * 2 if G.icap else 4096
-    while G.icap < G.ni + extra:
-        G.icap *= 2
-    G.ipool = <int*>realloc(G.ipool, G.icap * sizeof(int))
-    if G.ipool == NULL:
-        raise MemoryError("dyn: index pool")
+cdef int _grow_ipool(long extra) except -1:
+    cdef long cap = G.icap * 2 if G.icap else 4096
+    cdef int* pool
+    if G.ni + extra > MAX_ELEMS:
+        raise MemoryError("dyn: a graph holds at most %d arguments and indices" % MAX_ELEMS)
+    while cap < G.ni + extra:
+        cap *= 2
+    if cap > MAX_ELEMS:
+        cap = MAX_ELEMS
+    pool = <int*>realloc(G.ipool, <size_t>cap * sizeof(int))
+    if pool == NULL:
+        raise MemoryError("dyn: cannot grow the index pool to %d entries" % cap)
+    G.ipool = pool
+    G.icap = <int>cap
     return 0
 
-cdef int _index_slots(int nid, int m) except -1:
+cdef int _index_slots(int nid, long m) except -1:
     """m entries of the index pool as node nid's index list (filled by the caller): their offset."""
-    if G.ni + m > G.icap:
+    if <long>G.ni + m > G.icap:
         _grow_ipool(m)
     G.nodes[nid].idx_off = G.ni
     G.nodes[nid].nidx = m
@@ -339,7 +406,8 @@ cdef int _index_slots(int nid, int m) except -1:
 
 cdef int set_indices(int nid, object indices) except -1:
     """Store a list of non-negative ints as the node's index list."""
-    cdef int k, m = len(indices), off = _index_slots(nid, m)
+    cdef long m = len(indices)
+    cdef int k, off = _index_slots(nid, m)
     for k in range(m):
         G.ipool[off + k] = indices[k]
     return 0
@@ -358,8 +426,12 @@ cdef int finish_node(int nid) except -1:
     cdef int ni0 = n.arg_off
     try:
         KT[n.op].shape(&G, n)
+        dim_check(&n.dim, _label(n))
         if n.naux == 0 and KT[n.op].aux_bytes_per_elem:
             n.naux = <long>KT[n.op].aux_bytes_per_elem * dim_total(&n.dim)
+        if n.naux < 0 or <size_t>n.naux > MAX_BLOCK // 8:
+            raise ValueError("%s: the result %s needs %d scratch items, more than dyn can hold"
+                             % (_label(n), dim_str(&n.dim), n.naux))
     except BaseException:
         G.n = nid
         G.ni = ni0
@@ -607,27 +679,36 @@ def set_dtype(str name):
 def get_dtype():
     return "float64" if G.dtype else "float32"
 
-def set_initial_memory(size_t nbytes):
-    """Initial size of each arena (DyNet's --dynet-mem); arenas still grow."""
+def set_initial_memory(nbytes):
+    """Initial size of each arena (DyNet's --dynet-mem); arenas still grow. Both new blocks are
+    allocated before the old ones are freed: on MemoryError nothing has changed."""
     global INITIAL_BYTES
-    INITIAL_BYTES = max(nbytes, 4096)
-    for a in (0, 1):
-        _resize(&G.fx if a == 0 else &G.dx, INITIAL_BYTES)
+    if isinstance(nbytes, bool) or not hasattr(nbytes, "__index__"):
+        raise TypeError("set_initial_memory: bytes must be an integer, got %r" % (nbytes,))
+    nbytes = nbytes.__index__()
+    if nbytes < 0:
+        raise ValueError("set_initial_memory: bytes must not be negative, got %d" % nbytes)
+    if nbytes > MAX_BLOCK:
+        raise MemoryError("dyn: cannot allocate %d bytes for the graph arena" % nbytes)
+    cdef size_t size = max(<size_t>nbytes, 4096)
+    cdef void* fx = _aligned_block(size)
+    cdef void* dx
+    try:
+        dx = _aligned_block(size)
+    except MemoryError:
+        _free_block(fx)
+        raise
+    INITIAL_BYTES = size
+    _drop_blocks(&G.fx)
+    _drop_blocks(&G.dx)
+    G.fx.base, G.fx.cap = <char*>fx, size
+    G.dx.base, G.dx.cap = <char*>dx, size
     G.computed = 0
     G.n = 0
     G.ni = 0
     _new_version()
     if AB_RESET != NULL:
         AB_RESET(0)
-
-cdef int _resize(Arena* a, size_t nbytes) except -1:
-    arena_reset(a)
-    _free_block(a.base)
-    a.base = NULL
-    a.base = <char*>_aligned_block(nbytes)
-    a.cap = nbytes
-    return 0
-
 
 def memory_stats():
     """Bytes (capacity, used) of the forward and backward arenas."""

@@ -69,7 +69,7 @@ cdef int OP_GUMBEL = register_op("random_gumbel", _shape_leaf, fwd_sample, NULL)
 cdef int[4] OPS = [OP_NORMAL, OP_BERNOULLI, OP_UNIFORM, OP_GUMBEL]
 
 
-def sample(int kind, tuple shape, int batch_size, double a, double b):
+def sample(int kind, tuple shape, object batch_size, double a, double b):
     """A random leaf: kind 0 normal(a=mean, b=stddev), 1 bernoulli(a=p, b=scale),
     2 uniform(a=left, b=right), 3 gumbel(a=mu, b=beta). Arguments are checked
     by dyn/ops/random.py."""

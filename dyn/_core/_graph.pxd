@@ -7,6 +7,7 @@
 
 cdef enum:
     MAXD = 7          # dims per tensor, as DyNet
+    MAX_ELEMS = 2147483647   # elements per tensor (batch included): kernels count them in C ints
     NIA = 6           # small int attributes per node
     NFA = 2           # small float attributes per node
 
@@ -159,7 +160,8 @@ cdef int dim_cols(const Dim* d) noexcept nogil
 cdef void dim_set(Dim* d, int nd, int d0, int d1, int bd) noexcept nogil
 cdef bint dim_eq_nobatch(const Dim* a, const Dim* b) noexcept nogil
 cdef str dim_str(const Dim* d)
-cdef Dim dim_from_tuple(object shape, int bd) except *
+cdef Dim dim_from_tuple(object shape, object bd) except *
+cdef int dim_check(const Dim* d, str what) except -1
 cdef object dim_to_py(const Dim* d)
 
 # nodes
