@@ -72,22 +72,26 @@ def short_repr(x) -> str:
     return _SHORT.repr(x)
 
 
-def check_plain(value, where):
+def check_plain(value, where, max_values=MAX_VALUES):
     """Raise ModelFileError (message prefixed by ``where``) if a value read from
-    a file is nested deeper than MAX_DEPTH or holds more than MAX_VALUES values
-    (counting a shared or self-containing one each time it is reached), so
-    that walking it later cannot recurse too deep or run forever."""
+    a file is nested deeper than MAX_DEPTH or holds more than ``max_values``
+    values (counting a shared or self-containing one each time it is
+    reached), so that walking it later cannot recurse too deep or run
+    forever. Parsed JSON shares nothing (it is no larger than its text): give
+    max_values=None."""
+    containers = (list, tuple, dict)
+    if not isinstance(value, (list, tuple, dict)):
+        return
     stack, count = [(value, 0)], 1
     while stack:
         x, depth = stack.pop()
-        if isinstance(x, (list, tuple, dict)):
-            if depth >= MAX_DEPTH:
-                raise ModelFileError("%s: values nested deeper than %d levels" % (where, MAX_DEPTH))
-            count += 2 * len(x) if isinstance(x, dict) else len(x)
-            if count > MAX_VALUES:
-                raise ModelFileError("%s: holds more than %d values" % (where, MAX_VALUES))
-            items = [v for kv in x.items() for v in kv] if isinstance(x, dict) else x
-            stack.extend((v, depth + 1) for v in items)
+        if depth >= MAX_DEPTH:
+            raise ModelFileError("%s: values nested deeper than %d levels" % (where, MAX_DEPTH))
+        items = [v for kv in x.items() for v in kv] if isinstance(x, dict) else x
+        count += len(items)
+        if max_values is not None and count > max_values:
+            raise ModelFileError("%s: holds more than %d values" % (where, max_values))
+        stack.extend((v, depth + 1) for v in items if isinstance(v, containers))
 
 
 def dtype_code(dtype) -> str:
@@ -216,9 +220,12 @@ def _removed_on_termination(tmp):
 
     for name in ("SIGTERM", "SIGHUP"):
         s = getattr(signal, name, None)
-        if s is not None and signal.getsignal(s) == signal.SIG_DFL:
-            signal.signal(s, handler)
-            installed.append((s, handler))
+        try:
+            if s is not None and signal.getsignal(s) == signal.SIG_DFL:
+                signal.signal(s, handler)
+                installed.append((s, handler))
+        except (ValueError, OSError):  # not the main interpreter: leave signals alone
+            pass
     try:
         yield
     finally:
@@ -408,7 +415,6 @@ class SafeTensorsFile:
             raise self._error("the header is not valid JSON (%s)" % e) from None
         if not isinstance(header, dict):
             raise self._error("the header is not a JSON object")
-        check_plain(header, "%s: the header" % self.path)
         meta = header.pop("__metadata__", {})
         if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
             raise self._error("__metadata__ must map strings to strings")

@@ -175,11 +175,9 @@ class _ModelFile:
 
     def _json(self, meta, key):
         try:
-            value = json.loads(meta.get(key, "null"))
+            return json.loads(meta.get(key, "null"))
         except (ValueError, RecursionError) as e:
             raise self.error("metadata %r is not valid JSON (%s)" % (key, e)) from None
-        st.check_plain(value, "%s: metadata %r" % (self.path, key))
-        return value
 
     def _entry(self, sf, i, r):
         if not (isinstance(r, dict) and {"name", "kind", "dim", "tensor"} <= set(r) <= {
@@ -525,6 +523,7 @@ def _checked_objects(mf, basename):
                 raise mf.error("object %d: collection %s holds entries named outside it" % (i, r["name"]))
             spec = None
         elif t in _SAVABLE:
+            st.check_plain(r.get("spec"), "%s: object %d (%s): spec" % (mf.path, i, t), max_values=None)
             try:
                 spec = _decode_spec(r.get("spec"))
             except ValueError as e:

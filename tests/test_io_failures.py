@@ -322,23 +322,23 @@ def _rewrite_meta(path, key, value):
 
 def test_hostile_dyn_metadata_raises_model_file_error(tmp_path):
     m, W, E = _model()
+    lstm = dy.VanillaLSTMBuilder(1, 2, 3, m)
     base = str(tmp_path / "run")
-    dy.save(base, [W, E])
-    deep = "[" * 500 + "]" * 500
+    dy.save(base, [W, E, lstm])
+    objects = json.loads(st.read(base + ".data")[1]["objects"])
+    deep = json.loads("[" * 500 + "]" * 500)
     cases = [
-        ("objects", deep, "nested deeper than 100 levels"),
-        ("objects", "[" * 100_000 + "]" * 100_000, "not valid JSON"),
-        ("entries", deep, "nested deeper than 100 levels"),
-        (
-            "objects",
-            json.dumps([{"type": "Affine2", "name": "/a/", "entries": [0, 0], "spec": 1}]),
-            "not a reg",
-        ),
-        ("objects", json.dumps([{"type": ["x"] * 10000, "name": "/", "entries": [0, 0]}]), "malformed"),
+        ("objects", [dict(objects[2], spec=deep)], "spec: values nested deeper than 100 levels"),
+        ("objects", [dict(objects[2], spec={"tuple": deep})], "spec: values nested deeper than 100 levels"),
+        ("objects", [deep], "object 0 is malformed: \\[\\[\\[\\[...\\]\\]\\]\\]"),
+        ("entries", [deep], "entry 0 is malformed"),
+        ("objects", [{"type": "Affine2", "name": "/a/", "entries": [0, 0], "spec": 1}], "not a registered"),
+        ("objects", [{"type": ["x"] * 10000, "name": "/", "entries": [0, 0]}], "malformed"),
+        ("objects", [dict(objects[2], spec={"class": ["VanillaLSTMBuilder"]})], "bad spec value"),
     ]
-    for key, value, message in cases:
-        dy.save(base, [W, E])
-        _rewrite_meta(base + ".data", key, value)
+    for key, value, message in cases + [("objects", None, "not valid JSON")]:
+        dy.save(base, [W, E, lstm])
+        _rewrite_meta(base + ".data", key, json.dumps(value) if value else "[" * 100_000 + "]" * 100_000)
         params = dy.ParameterCollection()
         with pytest.raises(ModelFileError, match=message) as err:
             dy.load(base, params)
