@@ -429,9 +429,9 @@ cdef int finish_node(int nid) except -1:
         dim_check(&n.dim, _label(n))
         if n.naux == 0 and KT[n.op].aux_bytes_per_elem:
             n.naux = <long>KT[n.op].aux_bytes_per_elem * dim_total(&n.dim)
-        if n.naux < 0 or <size_t>n.naux > MAX_BLOCK // 8:
-            raise ValueError("%s: the result %s needs %d scratch items, more than dyn can hold"
-                             % (_label(n), dim_str(&n.dim), n.naux))
+        if n.naux < 0 or n.naux > MAX_ELEMS:
+            raise ValueError("%s: the result %s needs more than %d scratch items, the most a node "
+                             "may have" % (_label(n), dim_str(&n.dim), MAX_ELEMS))
     except BaseException:
         G.n = nid
         G.ni = ni0

@@ -41,6 +41,8 @@ def _fresh_graph():
         (lambda: dy.zeros((65536, 1)) * dy.zeros((1, 65537)), "matmul"),
         (lambda: dy.concatenate([dy.zeros((2**30 + 5,)), dy.zeros((2**30 + 5,))]), "concatenate"),
         (lambda: dy.zeros((65536, 1)) * dy.zeros((1, 2), batch_size=40000), "matmul"),
+        # the output fits, its im2col scratch (3 x 3 x 64 per output element) does not
+        (lambda: dy.conv2d(dy.zeros((2000, 2000, 64)), dy.zeros((3, 3, 64, 1)), [1, 1]), "conv2d"),
     ],
 )
 def test_too_many_elements_is_refused_at_creation(make, op):
