@@ -19,6 +19,7 @@ from typing import NamedTuple
 from dyn._safetensors import ModelFileError, check_plain, short_repr
 
 MAX_BYTES = 16_000_000
+MAX_VALUES = 100_000  # per record, shared values counted each time: DyNet's specs hold a few
 
 
 class ClassRef(NamedTuple):
@@ -113,7 +114,7 @@ def read(path):
             raise
         except Exception as e:  # any parse failure of hostile bytes: nothing of the file ran
             raise ModelFileError("%s: malformed pickle (%s)" % (path, short_repr(e))) from None
-        check_plain(rec, "%s: object %d" % (path, len(records)))
+        check_plain(rec, "%s: object %d" % (path, len(records)), max_values=MAX_VALUES)
         simple = isinstance(rec, tuple) and len(rec) == 2 and rec[0] in ("Parameters", "LookupParameters")
         builder = isinstance(rec, tuple) and len(rec) == 3 and isinstance(rec[0], ClassRef)
         if not (simple or builder) or not isinstance(rec[-1], str):
