@@ -32,12 +32,31 @@ __all__ = [
     "SingleProcess",
     "TrainResult",
     "WorkerError",
+    "WorkerStalledError",
     "MpiExchange",
 ]
 
 
 class WorkerError(RuntimeError):
     """A worker process raised (its traceback is in the message) or died."""
+
+
+class WorkerStalledError(WorkerError):
+    """A worker process made no progress for ``stall_timeout`` seconds: it finished no step, did
+    not wait at a barrier and used no CPU time (it was stopped with SIGSTOP, say, or blocked).
+    The run was stopped and the worker terminated.
+
+    Attributes:
+        rank: the worker's index (1..workers-1; worker 0 is the process that called train).
+        pid: its process id.
+        state: its state when found, from /proc/<pid>/stat: "stopped (T)", "sleeping (S)",
+            "in uninterruptible sleep (D)", ...
+        seconds: how long it had made no progress.
+    """
+
+    def __init__(self, message, rank=None, pid=None, state=None, seconds=None):
+        super().__init__(message)
+        self.rank, self.pid, self.state, self.seconds = rank, pid, state, seconds
 
 
 def train(
@@ -57,6 +76,7 @@ def train(
     average=False,
     cost=None,
     exchange=None,
+    stall_timeout=60.0,
 ):
     """Train ``trainer.model`` on ``data`` with ``workers`` processes.
 
@@ -87,6 +107,13 @@ def train(
             only the time workers spend waiting for each other changes.
         exchange: run the synchronous loop in this process as rank
             ``exchange.rank`` of ``exchange.size`` (workers and mode ignored).
+        stall_timeout: seconds after which a worker process that makes no
+            progress (finishes no step, does not wait at a barrier, uses no
+            CPU time: stopped with SIGSTOP, say, or blocked) is reported as
+            WorkerStalledError and the run stopped; None never does. A worker
+            that computes or waits for the others is never stalled, however
+            long its step or worker 0's dev. Local workers only (with
+            ``exchange``, the MPI launcher deals with ranks that hang or die).
 
     Returns:
         TrainResult: examples, units, steps, loss (mean per unit), seconds,
@@ -94,7 +121,10 @@ def train(
 
     Raises:
         WorkerError: a worker raised (with its traceback) or was killed; the
-            other workers are stopped first.
+            other workers are stopped first. With ``save``, the model is
+            saved before it is raised (also when worker 0 raised).
+        WorkerStalledError: a worker made no progress for ``stall_timeout``
+            seconds (its rank, pid and state are attributes).
         KeyboardInterrupt: after Ctrl-C, once every worker has stopped after
             its current step (and the model was saved, if ``save`` was given).
 
@@ -103,7 +133,7 @@ def train(
             return dy.esum([tagger.loss(words, tags) for words, tags in batch])
         dy.parallel.train(loss_fn, train_set, dy.AdamTrainer(m), workers=2, mode="sync", batch_size=16)
     """
-    cfg = Config(batch_size, epochs, dev, dev_every, save, seed, progress, average, cost)
+    cfg = Config(batch_size, epochs, dev, dev_every, save, seed, progress, average, cost, stall_timeout)
     if exchange is not None:
         return run_sync(loss_fn, data, trainer, exchange, cfg)
     if mode not in ("async", "sync"):

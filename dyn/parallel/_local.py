@@ -8,6 +8,19 @@ either way every other process is told to stop (a shared flag, and the barrier
 they may wait at is broken) and train raises a WorkerError naming the worker.
 Ctrl-C in this process sets the stop flag: every worker finishes its step and
 exits (children ignore SIGINT, which a terminal sends to the whole group).
+
+The watcher also finds a worker that makes no progress (stopped with SIGSTOP,
+say, which would leave the others waiting for it at the barrier forever): every
+worker's heartbeat (its barrier arrivals, its waits at the barrier and, in
+async mode, its steps, all in shared memory) and the CPU time it uses
+(/proc/<pid>/stat) are read a few times per stall timeout; a worker for which
+neither changes for that long is reported (WorkerStalledError, with its state
+from /proc) and terminated, and the run stops as for a failed worker.
+
+A worker that has to be ended gets SIGTERM, then SIGCONT (a stopped process
+acts on SIGTERM only once continued), then SIGKILL after a grace period; and
+its parent-death signal is SIGKILL, which even a stopped process cannot
+outlive, so no worker outlives worker 0, however worker 0 ends.
 """
 
 from __future__ import annotations
@@ -29,8 +42,8 @@ from dyn.parallel._shm import LocalExchange, SpinBarrier, share_pools, shared_ar
 from dyn.parallel._sync import (
     Reporter,
     StopFlag,
-    blas_share,
     batch_loss,
+    blas_share,
     epoch_order,
     example_costs,
     make_result,
@@ -39,12 +52,54 @@ from dyn.parallel._sync import (
 )
 
 JOIN_S = 60.0  # how long a finished run waits for a worker before terminating it
+GRACE_S = 2.0  # how long a worker sent SIGTERM (and SIGCONT) has before SIGKILL
+
+# the state letters of /proc/<pid>/stat (proc(5))
+STATES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "in uninterruptible sleep",
+    "T": "stopped",
+    "t": "stopped by a debugger",
+    "Z": "a zombie",
+    "X": "dead",
+    "I": "idle",
+    "P": "parked",
+    "W": "paging",
+    "K": "wakekill",
+}
+
+
+def proc_stat(pid):
+    """(state letter, CPU clock ticks used) of process ``pid`` from /proc/<pid>/stat,
+    or (None, None) where it cannot be read (the process is gone, or there is no /proc)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # the command name, in (), may hold anything
+        return fields[0], int(fields[11]) + int(fields[12])  # state, utime + stime
+    except (OSError, IndexError, ValueError):
+        return None, None
+
+
+def describe_state(code):
+    """'stopped (T)', 'sleeping (S)', ... for a state letter of /proc/<pid>/stat."""
+    if code is None:
+        return "unknown (no /proc entry)"
+    return "%s (%s)" % (STATES.get(code, "state"), code)
+
+
+def _signal(pid, *sigs):
+    for sig in sigs:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 class Group:
     """Workers 1..n-1 forked from this process, a barrier, a stop flag and a watcher."""
 
-    def __init__(self, n):
+    def __init__(self, n, stall_timeout=None):
         self.n = n
         self.ctx = mp.get_context("fork")
         self.barrier = SpinBarrier(n)
@@ -52,6 +107,10 @@ class Group:
         self.procs, self.conns, self.failures = [], [], {}
         self.alive, self.lock = set(), threading.Lock()  # ranks not yet reaped (by the watcher only)
         self.watcher = None
+        self.parent = os.getpid()
+        self.stall_timeout = stall_timeout
+        self.stalled = {}  # rank -> (pid, state, seconds) of a worker found making no progress
+        self.kill_at = {}  # rank -> when a terminated worker gets SIGKILL (time.monotonic)
 
     def start(self, body):
         """Fork workers 1..n-1, each running body(rank); then start watching them."""
@@ -73,17 +132,60 @@ class Group:
 
     def _watch(self):
         live = {p.sentinel: (rank, p) for rank, p in enumerate(self.procs, start=1)}
+        timeout = self.stall_timeout
+        poll = None if timeout is None else min(max(timeout / 4.0, 0.05), 1.0)
+        seen = {rank: [None, 0.0] for rank in range(1, self.n)}  # last progress read, seconds unchanged
+        last = time.monotonic()
         while live:
-            for sentinel in wait_any(list(live)):
+            for sentinel in wait_any(list(live), poll):
                 rank, proc = live.pop(sentinel)
                 with self.lock:
                     proc.join()
                     self.alive.discard(rank)
+                    self.kill_at.pop(rank, None)
                 if proc.exitcode != 0:
                     try:
-                        self.failures[rank] = self._why(rank, proc)
+                        if rank not in self.failures:  # a stalled worker's report stands
+                            self.failures[rank] = self._why(rank, proc)
                     finally:
                         self.halt()  # whatever _why met, the others must not wait for this worker
+            if poll is None:
+                continue
+            now = time.monotonic()
+            # at most two polls' worth a round: when this process itself was stopped (Ctrl-Z), the
+            # workers were too, and that time is nobody's stall
+            gap, last = min(now - last, 2 * poll), now
+            for rank, proc in list(live.values()):
+                if rank in self.kill_at:
+                    if now >= self.kill_at[rank]:
+                        _signal(proc.pid, signal.SIGKILL)  # not reaped yet (this thread reaps): still its pid
+                        self.kill_at[rank] = float("inf")
+                else:
+                    self._check_progress(rank, proc, seen[rank], gap)
+
+    def _check_progress(self, rank, proc, seen, gap):
+        """Count the time for which worker ``rank`` has shown no heartbeat and used no CPU;
+        past the stall timeout, report it and terminate it."""
+        code, ticks = proc_stat(proc.pid)
+        if code in ("Z", "X"):
+            return  # it is exiting: its sentinel will tell
+        now = (self.barrier.progress(rank), ticks)
+        if now != seen[0]:
+            seen[0], seen[1] = now, 0.0
+            return
+        seen[1] += gap
+        if seen[1] < self.stall_timeout or rank in self.failures:
+            return
+        state = describe_state(code)
+        self.stalled[rank] = (proc.pid, state, seen[1])
+        self.failures[rank] = (
+            "worker %d (pid %d) made no progress for %.1f s (no step, no wait at a barrier, no CPU "
+            "time; stall_timeout=%g): it was %s, so the run was stopped and the worker terminated"
+            % (rank, proc.pid, seen[1], self.stall_timeout, state)
+        )
+        self.halt()
+        _signal(proc.pid, signal.SIGTERM, signal.SIGCONT)  # a stopped process acts on SIGTERM once continued
+        self.kill_at[rank] = time.monotonic() + GRACE_S
 
     def _why(self, rank, proc):
         conn = self.conns[rank - 1]
@@ -107,37 +209,62 @@ class Group:
         self.stop[0] = 1
         self.barrier.abort()
 
-    def finish(self, timeout=JOIN_S):
-        """Join every worker (terminating those that outlive the timeout) and the watcher."""
+    def finish(self, timeout=None):
+        """Join every worker and the watcher. Workers still there after ``timeout`` (JOIN_S) seconds,
+        or when this wait is interrupted (Ctrl-C), get SIGTERM and SIGCONT, then SIGKILL after
+        GRACE_S, and are reaped."""
         if self.watcher is None:
             return
-        for sig, wait_s in ((None, timeout), (signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
-            if sig is not None:
-                self.halt()
-                with self.lock:  # only processes the watcher has not reaped: their pids are still theirs
+        timeout = JOIN_S if timeout is None else timeout
+        try:
+            self.watcher.join(timeout)
+        finally:
+            if self.watcher.is_alive():
+                self._terminate_rest(timeout)
+            for conn in self.conns:
+                conn.close()
+
+    def _terminate_rest(self, timeout):
+        # another Ctrl-C is held until they are gone (then raised): this must not be cut short
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self.halt()
+            with self.lock:  # only processes the watcher has not reaped: their pids are still theirs
+                for rank in self.alive:
+                    pid = self.procs[rank - 1].pid
+                    if rank not in self.failures:
+                        self.failures[rank] = (
+                            "worker %d (pid %d) had not exited %g s after the run stopped (it was %s), "
+                            "so it was terminated" % (rank, pid, timeout, describe_state(proc_stat(pid)[0]))
+                        )
+                    _signal(pid, signal.SIGTERM, signal.SIGCONT)
+            self.watcher.join(GRACE_S)
+            if self.watcher.is_alive():
+                with self.lock:
                     for rank in self.alive:
-                        os.kill(self.procs[rank - 1].pid, sig)
-            self.watcher.join(wait_s)
-            if not self.watcher.is_alive():
-                break
-        for conn in self.conns:
-            conn.close()
+                        _signal(self.procs[rank - 1].pid, signal.SIGKILL)
+                self.watcher.join()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
     def error(self):
-        """A WorkerError for the failed workers, or None."""
-        from dyn.parallel import WorkerError
+        """A WorkerError for the failed workers (WorkerStalledError when one stalled), or None."""
+        from dyn.parallel import WorkerError, WorkerStalledError
 
         if not self.failures:
             return None
-        return WorkerError(
-            "dyn.parallel.train: " + "\n".join(self.failures[r] for r in sorted(self.failures))
-        )
+        text = "dyn.parallel.train: " + "\n".join(self.failures[r] for r in sorted(self.failures))
+        if self.stalled:
+            rank = min(self.stalled)
+            pid, state, seconds = self.stalled[rank]
+            return WorkerStalledError(text, rank=rank, pid=pid, state=state, seconds=seconds)
+        return WorkerError(text)
 
 
 def _child(rank, body, conn, group):
+    _die_with_parent(group.parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # worker 0 decides when to stop
     group.barrier.rank = rank
-    _die_with_parent()
     try:
         body(rank)
     except (threading.BrokenBarrierError, KeyboardInterrupt):
@@ -148,12 +275,15 @@ def _child(rank, body, conn, group):
         sys.exit(1)
 
 
-def _die_with_parent():
-    """SIGTERM this worker if worker 0 dies (so no worker is orphaned)."""
+def _die_with_parent(parent):
+    """SIGKILL this worker when worker 0 dies, so no worker is orphaned. SIGKILL, not SIGTERM: a
+    stopped worker would act on SIGTERM only once continued, and nobody would continue it."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass
+        pass  # not Linux
+    if os.getppid() != parent:  # worker 0 died before the line above: nothing would signal this worker
+        os._exit(1)
 
 
 def train_local(loss_fn, data, trainer, n, mode, cfg):
@@ -161,7 +291,7 @@ def train_local(loss_fn, data, trainer, n, mode, cfg):
     data = data if isinstance(data, list) else list(data)
     if mode == "sync":
         cfg.costs = example_costs(data, cfg.cost)  # a bad cost is raised here, before any fork
-    group = Group(n)
+    group = Group(n, cfg.stall_timeout)
     stop = StopFlag(on_set=group.halt if mode == "async" else None)
     try:
         if mode == "sync":  # each worker's run_sync runs BLAS with its share of the cores
@@ -207,7 +337,7 @@ def _sync(loss_fn, data, trainer, n, cfg, group, stop):
 def _async(loss_fn, data, trainer, n, cfg, group, stop):
     check, undo = share_pools(trainer.model, trainer)
     stats = shared_array(4 * n, np.float64).reshape(n, 4)  # per worker: loss, units, examples, steps
-    state = {"interrupted": False, "report": None, "t0": time.perf_counter()}
+    state = {"interrupted": False, "failed": False, "report": None, "t0": time.perf_counter()}
 
     def body(rank):
         _async_worker(rank, n, loss_fn, data, trainer, cfg, group, stats, check)
@@ -215,7 +345,11 @@ def _async(loss_fn, data, trainer, n, cfg, group, stop):
     def parent():
         report = state["report"] = Reporter(cfg, trainer.model, cfg.epochs * len(data), True)
         state["t0"] = report.t0
-        done = _async_worker(0, n, loss_fn, data, trainer, cfg, group, stats, check, report)
+        try:
+            done = _async_worker(0, n, loss_fn, data, trainer, cfg, group, stats, check, report)
+        except BaseException:
+            state["failed"] = True  # this worker's own error: the model is saved all the same
+            raise
         state["interrupted"] = not done and stop.set
         return done
 
@@ -223,7 +357,7 @@ def _async(loss_fn, data, trainer, n, cfg, group, stop):
         _run_group(group, body, parent)
     finally:
         if state["report"] is not None:  # after every worker is gone: nothing writes the model any more
-            state["report"].close(state["interrupted"] or group.failures != {})
+            state["report"].close(state["interrupted"] or state["failed"] or group.failures != {})
         undo()
     if state["interrupted"]:
         raise KeyboardInterrupt("dyn.parallel.train: interrupted")
@@ -246,6 +380,7 @@ def _async_worker(rank, n, loss_fn, data, trainer, cfg, group, stats, check, rep
             check()
             trainer.update()
             stats[rank] += (value, units, len(part), 1)
+            group.barrier.beat()  # a step done: progress for the stall watcher
             if report is not None:
                 total = stats.sum(0)
                 report.show(int(total[2]), total[0], total[1])

@@ -91,6 +91,13 @@ class SpinBarrier:
     they wait for. ``abort()`` (any process, any thread) breaks the barrier:
     ``wait`` raises ``threading.BrokenBarrierError`` then and ever after, as
     ``multiprocessing.Barrier`` does.
+
+    It also keeps each process's heartbeat, for the watcher that finds a
+    worker making no progress: ``progress(rank)`` changes whenever that rank
+    arrives at the barrier, calls ``beat()`` (once a step where a loop does
+    not meet at the barrier every step) or is still waiting at the barrier
+    (a waiter beats between its sleeps, so waiting for a slow peer is not
+    mistaken for a stall).
     """
 
     def __init__(self, size):
@@ -99,6 +106,7 @@ class SpinBarrier:
         self._spin = _spin
         self.size, self.rank, self.gen = int(size), 0, 0
         self.words = shared_array(_spin.words_needed(self.size), np.int64)
+        self.beats = shared_array(_spin.STRIDE * self.size, np.int64)  # one cache line per rank
         # spin a little (2000 rounds of the CPU's pause: tens of microseconds) while the processes fit on
         # the cores; a long spin is ruinous when they do not (the one waited for may be off its core)
         self.spins = 2000 if self.size <= usable_cores() else 0
@@ -115,10 +123,20 @@ class SpinBarrier:
             if now - start < 2e-3:
                 os.sched_yield()
             else:  # a long wait (worker 0 running dev, say): sleep, and handle Ctrl-C between sleeps
+                self.beat()  # alive and waiting, not stalled
                 time.sleep(50e-6 if now - start < 1.0 else 1e-3)
             got = spin.poll(self.words, self.size, self.gen, 0)
         if got < 0:
             raise threading.BrokenBarrierError
+
+    def beat(self):
+        """Tell the watcher this process is making progress."""
+        self.beats[self._spin.STRIDE * self.rank] += 1
+
+    def progress(self, rank):
+        """A value that changes whenever ``rank`` arrives here, beats or waits here."""
+        stride = self._spin.STRIDE
+        return int(self.words[stride * (rank + 1)]), int(self.beats[stride * rank])
 
     def abort(self):
         self._spin.abort(self.words)

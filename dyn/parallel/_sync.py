@@ -199,7 +199,9 @@ def broadcast_parameters(model, exchange: Exchange, root: int = 0, trainer=None)
 class Config:
     """What dyn.parallel.train was asked for, checked (its docstring has the defaults and meanings)."""
 
-    def __init__(self, batch_size, epochs, dev, dev_every, save, seed, progress, average, cost):
+    def __init__(
+        self, batch_size, epochs, dev, dev_every, save, seed, progress, average, cost, stall_timeout=60.0
+    ):
         if batch_size is None:
             batch_size = 1
         if int(batch_size) < 1 or int(epochs) < 1:
@@ -216,6 +218,19 @@ class Config:
                 "dyn.parallel.train: cost must be a function example -> number, got %s" % type(cost).__name__
             )
         self.cost, self.costs = cost, None  # costs: cost() of every example, once computed
+        if stall_timeout is not None:
+            if isinstance(stall_timeout, bool) or not isinstance(stall_timeout, (int, float)):
+                raise TypeError(
+                    "dyn.parallel.train: stall_timeout must be a number of seconds or None, got %s"
+                    % type(stall_timeout).__name__
+                )
+            if not (math.isfinite(stall_timeout) and stall_timeout > 0):
+                raise ValueError(
+                    "dyn.parallel.train: stall_timeout must be > 0 seconds (None: never), got %r"
+                    % (stall_timeout,)
+                )
+            stall_timeout = float(stall_timeout)
+        self.stall_timeout = stall_timeout
 
 
 def split_batch(batch, size, costs=None):
