@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -70,8 +71,8 @@ def test_a_killed_worker_is_reported(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_an_error_in_worker_0_stops_the_others(mode):
-    model = Model()
+def test_an_error_in_worker_0_stops_the_others_and_saves(mode, tmp_path):
+    model, path = Model(), str(tmp_path / "m.safetensors")
     parent, calls = os.getpid(), [0]
 
     def loss(batch):
@@ -81,8 +82,12 @@ def test_an_error_in_worker_0_stops_the_others(mode):
         return model.loss(batch)
 
     with pytest.raises(KeyError, match="parent's own error"):
-        _two_workers(loss, dy.SimpleSGDTrainer(model.m), mode)
+        _two_workers(loss, dy.SimpleSGDTrainer(model.m), mode, save=path)
     assert child_pids() == []
+    saved = Model(seed=5)
+    saved.m.populate(path)  # async too: the shared parameters once every worker had stopped
+    for k, v in saved.params().items():
+        np.testing.assert_array_equal(v, model.params()[k], err_msg=k)
 
 
 SCRIPT = textwrap.dedent("""
@@ -107,7 +112,8 @@ SCRIPT = textwrap.dedent("""
         saved = Model(seed=5)
         saved.m.populate({path!r})
         same = all(np.array_equal(v, model.params()[k]) for k, v in saved.params().items())
-        print("INTERRUPTED children=%d shm_same=%s saved_same=%s" % (len(child_pids()), shm_entries() == shm, same))
+        print("INTERRUPTED children=%d shm_same=%s saved_same=%s"
+              % (len(child_pids()), shm_entries() == shm, same))
 """)
 
 
@@ -126,9 +132,6 @@ def test_ctrl_c_stops_every_worker_and_saves_the_last_step(mode, tmp_path):
         for _ in range(600):
             if os.path.exists(flag) or proc.poll() is not None:
                 break
-            proc.wait if False else None
-            import time
-
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
         out, err = proc.communicate(timeout=60)
