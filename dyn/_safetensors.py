@@ -278,7 +278,7 @@ def atomic_write(path, write) -> None:
             write(f)
             f.flush()
             os.fsync(fd)
-            os.fchmod(fd, mode)
+            os.fchmod(fd, mode) if hasattr(os, "fchmod") else os.chmod(tmp, mode)
             os.replace(tmp, path)  # before closing: the lock keeps cleaners off until the end
     except BaseException as e:
         _close_quietly(f)
