@@ -14,7 +14,14 @@ from __future__ import annotations
 import numpy as np
 
 from dyn._core import _k_conv as _k
+from dyn.ops import _check
 from dyn.ops._registry import Case, op
+
+
+def _strides(stride, name):
+    # the kernel checks the rest; True is an int to Python, never a stride here
+    if isinstance(stride, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in stride):
+        raise TypeError("%s: stride must be a list of two integers, got %r" % (name, stride))
 
 
 def _geometry(X, F, s, is_valid):
@@ -99,7 +106,8 @@ def conv2d(x, f, stride, is_valid=True):
     Example:
         >>> h = dy.rectify(dy.conv2d(img, F, [1, 1], is_valid=False))
     """
-    return _k.conv2d(x, f, stride, is_valid)
+    _strides(stride, "conv2d")
+    return _k.conv2d(x, f, stride, _check.flag(is_valid, "conv2d", "is_valid"))
 
 
 @op(
@@ -124,7 +132,8 @@ def conv2d_bias(x, f, b, stride, is_valid=True):
     Example:
         >>> h = dy.rectify(dy.conv2d_bias(img, F, b, [1, 1]))
     """
-    return _k.conv2d(x, f, stride, is_valid, b)
+    _strides(stride, "conv2d_bias")
+    return _k.conv2d(x, f, stride, _check.flag(is_valid, "conv2d_bias", "is_valid"), b)
 
 
 @op(

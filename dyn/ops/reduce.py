@@ -21,6 +21,16 @@ from dyn.ops._check import flag as _flag
 from dyn.ops._check import integer as _int
 from dyn.ops._registry import Case, op
 
+
+def _dims(d, name):
+    """d as given (the kernel wants a list, as DyNet), each entry an integer."""
+    if isinstance(d, list):
+        for v in d:
+            if type(v) is not int:
+                _int(v, name, "each entry of d")
+    return d
+
+
 # ---------------------------------------------------------------- references
 
 
@@ -123,7 +133,9 @@ def mean_dim(x, d, b, n=0):
     Example:
         >>> avg = dy.mean_dim(H, [1], False)     # mean of the columns of H
     """
-    return _k.moment_dim(x, d, 1, _flag(b, "mean_dim", "b"), _int(n, "mean_dim", "n"), True)
+    return _k.moment_dim(
+        x, _dims(d, "mean_dim"), 1, _flag(b, "mean_dim", "b"), _int(n, "mean_dim", "n"), True
+    )
 
 
 @op(
@@ -148,7 +160,7 @@ def std_dim(x, d, b, n=0):
         >>> s = dy.std_dim(H, [1], False)
     """
     _int(n, "std_dim", "n")  # ignored, but must be an integer
-    return _k.std_dim(x, d, _flag(b, "std_dim", "b"))
+    return _k.std_dim(x, _dims(d, "std_dim"), _flag(b, "std_dim", "b"))
 
 
 @op(
@@ -172,7 +184,7 @@ def moment_dim(x, d, r, b, n=0):
         >>> m2 = dy.moment_dim(H, [0], 2, False)
     """
     name = "moment_dim"
-    return _k.moment_dim(x, d, _int(r, name, "r"), _flag(b, name, "b"), _int(n, name, "n"))
+    return _k.moment_dim(x, _dims(d, name), _int(r, name, "r"), _flag(b, name, "b"), _int(n, name, "n"))
 
 
 @op(

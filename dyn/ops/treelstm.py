@@ -13,6 +13,7 @@ nodes against compositions of plain operations, batched and broadcast.
 import numpy as np
 
 from dyn._core import _k_treelstm as _k
+from dyn.ops import _check
 from dyn.ops._registry import Case, op
 
 NARY, RNN, CHILD_SUM = 0, 1, 2
@@ -122,7 +123,8 @@ def nary_tree_lstm(x, Wx, U, b, *children, forget_bias=1.0, Uc=None):
         >>> right = dy.nary_tree_lstm(x2, Wx, U, b)
         >>> parent = dy.nary_tree_lstm(None, Wx, U, b, left, right)
     """
-    return _k.tree_node(NARY, x, Wx, U, b, list(children), Uc, forget_bias)
+    fb = _check.number(forget_bias, "nary_tree_lstm", "forget_bias")
+    return _k.tree_node(NARY, x, Wx, U, b, list(children), Uc, fb)
 
 
 @op(
@@ -151,7 +153,8 @@ def child_sum_tree_lstm(x, Wx, U, b, *children, forget_bias=1.0):
     Example:
         >>> node = dy.child_sum_tree_lstm(x, Wx, U, b, child1, child2, child3)
     """
-    return _k.tree_node(CHILD_SUM, x, Wx, U, b, list(children), None, forget_bias)
+    fb = _check.number(forget_bias, "child_sum_tree_lstm", "forget_bias")
+    return _k.tree_node(CHILD_SUM, x, Wx, U, b, list(children), None, fb)
 
 
 @op(
