@@ -197,3 +197,56 @@ def test_revert_drops_cached_parameter_nodes():
     z = dy.inputVector([1.0, 1.0])  # takes the dropped node's id
     y2 = W * x  # W must get a new node, not the reverted id (now z)
     assert y2.vec_value() == [6.0, 6.0] and z.vec_value() == [1.0, 1.0]
+
+
+def _stale_uses():
+    """Ways to use a stale expression x: (what, call of x and a fresh expression y)."""
+    m = dy.ParameterCollection()
+    E = m.add_lookup_parameters((4, 2))
+    return [
+        ("value", lambda x, y: x.value()),
+        ("npvalue", lambda x, y: x.npvalue()),
+        ("dim", lambda x, y: x.dim()),
+        ("backward", lambda x, y: dy.sum_elems(x).backward()),
+        ("cmult argument", lambda x, y: dy.cmult(y, x)),
+        ("Python op argument", lambda x, y: dy.pick_range(x, 0, 1)),
+        ("list argument", lambda x, y: dy.esum([y, x])),
+        ("lookup argument", lambda x, y: dy.cmult(E[0], x)),
+    ]
+
+
+def test_stale_expression_error_is_both_value_and_runtime_error():
+    assert issubclass(dy.StaleExpressionError, ValueError)
+    assert issubclass(dy.StaleExpressionError, RuntimeError)
+    from dyn.errors import StaleExpressionError
+
+    assert StaleExpressionError is dy.StaleExpressionError
+    # what DyNet programs catch keeps catching it
+    for cls in (ValueError, RuntimeError):
+        with pytest.raises(cls):
+            raise dy.StaleExpressionError("Attempt to use a stale expression")
+
+
+@pytest.mark.parametrize("what", [u[0] for u in _stale_uses()])
+def test_stale_expression_is_one_class_everywhere(what):
+    use = dict(_stale_uses())[what]
+    x = dy.inputVector([1.0, 2.0])
+    dy.renew_cg()
+    y = dy.inputVector([3.0, 4.0])
+    with pytest.raises(dy.StaleExpressionError, match="(?i)stale") as info:
+        use(x, y)
+    assert "renew_cg" in str(info.value)
+    assert y.vec_value() == [3.0, 4.0]
+
+
+def test_reverted_expression_is_stale_too():
+    a = dy.inputVector([1.0, 2.0])
+    dy.cg_checkpoint()
+    b = dy.inputVector([3.0, 4.0])
+    dy.cg_revert()
+    assert not b.is_alive()
+    with pytest.raises(dy.StaleExpressionError, match="cg_revert"):
+        b.value()
+    with pytest.raises(dy.StaleExpressionError, match="cg_revert"):
+        dy.cmult(a, b)
+    assert a.vec_value() == [1.0, 2.0]

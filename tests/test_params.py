@@ -177,3 +177,129 @@ def test_parameters_survive_collection_deletion():
     p = m.add_parameters((2,), init=3.0)
     del m
     assert p.vec_value() == [3.0, 3.0]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+HUGE = 2**64 + 1
+
+
+@pytest.mark.parametrize("make", ["add_parameters", "add_lookup_parameters"])
+@pytest.mark.parametrize(
+    "dim,exc",
+    [
+        ((2.9, 3), TypeError),  # was silently (2, 3)
+        (2.9, TypeError),
+        ((True, 3), TypeError),
+        ((float("nan"), 3), TypeError),
+        ((float("inf"),), TypeError),
+        (None, TypeError),
+        ("23", TypeError),
+        ((), TypeError),
+        (np.array([2, 3]), TypeError),
+        ((0, 3), ValueError),
+        ((-1, 3), ValueError),
+        ((HUGE,), ValueError),
+        ((100000, 100000), ValueError),  # more elements than a tensor may hold: refused before allocating
+        ((1,) * 8, ValueError),
+    ],
+)
+def test_parameter_dims_must_be_positive_integers(make, dim, exc):
+    m = dy.ParameterCollection()
+    with pytest.raises(exc, match="^%s: " % make):
+        getattr(m, make)(dim)
+    assert m.parameters_list() == [] and m.lookup_parameters_list() == []
+
+
+def test_integral_float_dims_as_dy_zeros():
+    m = dy.ParameterCollection()
+    assert m.add_parameters((2.0, 3)).shape() == (2, 3) == dy.zeros((2.0, 3)).dim()[0]
+    assert m.add_parameters(3.0).shape() == (3,)
+    assert m.add_lookup_parameters((np.int64(5), 2)).shape() == (5, 2)
+    with pytest.raises(TypeError):
+        dy.zeros((2.9, 3))
+
+
+@pytest.mark.parametrize("index", [HUGE, -HUGE, 5, -1, 2**31])
+def test_lookup_out_of_range_names_op_index_and_size(index):
+    m = dy.ParameterCollection()
+    E = m.add_lookup_parameters((5, 3), name="emb")
+    pattern = r"^%%s: (index|row) %d is out of range for /emb with 5 rows" % index
+    with pytest.raises(IndexError, match=pattern % "lookup"):
+        dy.lookup(E, index)
+    with pytest.raises(IndexError, match=pattern % "lookup"):
+        E[index]
+    with pytest.raises(IndexError, match=pattern % "lookup_batch"):
+        dy.lookup_batch(E, [0, index])
+    with pytest.raises(IndexError, match=pattern % "lookup_batch"):
+        E.batch([index])
+    with pytest.raises(IndexError, match=r"^init_row: row %d is out of range" % index):
+        E.init_row(index, [1.0, 2.0, 3.0])
+    assert dy.lookup(E, 4).dim() == ((3,), 1)
+
+
+@pytest.mark.parametrize("index", [None, "1", 1.0, True, np.array([1, 2])])
+def test_lookup_index_must_be_an_integer(index):
+    m = dy.ParameterCollection()
+    E = m.add_lookup_parameters((5, 3))
+    for name, call in [
+        ("lookup", lambda: dy.lookup(E, index)),
+        ("lookup_batch", lambda: dy.lookup_batch(E, [index])),
+        ("lookup_batch", lambda: E.batch([0, index])),
+        ("init_row", lambda: E.init_row(index, [1.0, 2.0, 3.0])),
+        ("rows_as_array", lambda: E.rows_as_array([index])),
+    ]:
+        with pytest.raises(TypeError, match="^%s: .*must be an integer" % name):
+            call()
+    with pytest.raises(TypeError, match="^lookup_batch: indices must be a list"):
+        dy.lookup_batch(E, 3)
+    assert dy.lookup_batch(E, np.array([4, 0])).dim() == ((3,), 2)
+
+
+@pytest.mark.parametrize(
+    "bad,dtype",
+    [
+        (np.full((2, 3), 1 + 2j), "complex128"),
+        (np.array([[None, 1, 2], [3, 4, 5]], dtype=object), "object"),
+        (np.array([["a", "b", "c"], ["d", "e", "f"]]), "<U1"),
+        ([[1.0, 2.0, 3j], [1, 2, 3]], "complex128"),
+    ],
+)
+def test_parameter_values_must_be_real(bad, dtype):
+    m = dy.ParameterCollection()
+    P = m.add_parameters((2, 3), init=0.0)
+    E = m.add_lookup_parameters((2, 3), init=0.0)
+    dt = dtype.replace("<", ".")
+    for name, call in [
+        ("set_value", lambda: P.set_value(bad)),
+        ("set_value", lambda: E.set_value(bad)),
+        ("init_from_array", lambda: E.init_from_array(bad)),
+        ("init_row", lambda: E.init_row(0, np.asarray(bad)[0])),
+        ("parameters_from_numpy", lambda: m.parameters_from_numpy(bad)),
+        ("parameters_from_numpy", lambda: m.add_parameters((2, 3), init=np.asarray(bad))),
+        ("lookup_parameters_from_numpy", lambda: m.lookup_parameters_from_numpy(bad)),
+        ("NumpyInitializer", lambda: dy.NumpyInitializer(bad)),
+    ]:
+        with pytest.raises(TypeError, match="^%s: .*must be real numbers.*%s" % (name, dt)):
+            call()
+    assert not P.as_array().any() and not E.as_array().any()  # nothing was written
+
+
+def test_parameter_values_none_and_strings():
+    m = dy.ParameterCollection()
+    P = m.add_parameters((2,), init=0.0)
+    E = m.add_lookup_parameters((2, 2), init=0.0)
+    for bad in (None, "ab"):
+        with pytest.raises(TypeError, match="^set_value: "):
+            P.set_value(bad)
+        with pytest.raises(TypeError, match="^init_row: "):
+            E.init_row(0, bad)
+        with pytest.raises(TypeError, match="^init_from_array: "):
+            E.init_from_array(bad)
+        with pytest.raises(TypeError, match="^lookup_parameters_from_numpy: "):
+            m.lookup_parameters_from_numpy(bad)
+    with pytest.raises(ValueError, match="^lookup_parameters_from_numpy: "):
+        m.lookup_parameters_from_numpy(np.array(3.0))
+    P.set_value([True, False])  # bools and ints are real numbers
+    assert P.as_array().tolist() == [1.0, 0.0]
