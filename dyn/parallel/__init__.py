@@ -95,7 +95,9 @@ def train(
         dev: ``dev()`` -> dict of metrics, called by worker 0 at every epoch
             end (and every ``dev_every`` steps); the history is in the result.
         save: a path: the model is saved there (atomically) at every epoch end
-            and when a run is interrupted or a worker fails.
+            and when a run is interrupted or stopped by a worker's error or
+            stall (worker 0's included): then the parameters at the moment of
+            the stop (docs/parallel.md says exactly which).
         seed: the shuffling seed (the same order on every worker).
         progress: show a tqdm bar (examples, loss per unit, units/s).
         average: sync mode: average the workers' gradients instead of summing
