@@ -20,6 +20,40 @@ every element of the other arguments' batch (and receives the summed gradient).
 """
 
 
+ERRORS = """## Errors
+
+Bad input is refused when the expression is created, so the traceback points
+at the line that made it, and the failed call leaves the graph as it was. The
+message names the operation and the offending value or shape (as DyNet Dims,
+`{3,4}x2` for batch 2). These are the exceptions a program can get:
+
+- `TypeError`: an argument of the wrong type. Something other than an
+  Expression where one belongs; a float, bool, None, string or array where an
+  integer (an index, a dim, a count) belongs; something other than a real
+  number where a number belongs; complex, None, string or other non-numeric
+  data given as input or parameter values.
+- `ValueError`: a value outside its domain. Shapes that do not fit together,
+  a dim number past the tensor's order, a probability outside [0, 1], a
+  dimension that is not positive, an empty list, a tensor of more than
+  2³¹ − 1 elements; `backward()` from a non-scalar.
+- `IndexError`: an index out of range (`pick`, `select_rows`,
+  `pick_batch_elem`, `lookup`, ...); the message gives the index and the size.
+- `dy.StaleExpressionError`: an expression of an earlier graph (made before
+  `renew_cg()`), or one dropped by `cg_revert()`, was used. It is both a
+  `ValueError` and a `RuntimeError`, the classes DyNet raises for it, so
+  `except ValueError` keeps working.
+- `RuntimeError`: `scalar_value()` of a tensor of several elements;
+  `gradient()` before `backward()`; with `check_validity`, a NaN or Inf (the
+  message names the first node that made one).
+- `MemoryError`: memory ran out in forward or backward; the graph can go on
+  with smaller values.
+
+A float with an integral value is taken as a dimension (`dy.zeros((3.0,))` is
+`dy.zeros((3,))`, as in DyNet) but never as an index; numpy integers are
+integers everywhere.
+"""
+
+
 def render() -> str:
     import dyn  # noqa: F401  (registers every op)
     from dyn.ops._registry import REGISTRY
@@ -44,7 +78,7 @@ def render() -> str:
                 )
             )
             sections.append("### %s (%s)\n\n%s\n" % (name, family, spec.doc))
-    return HEADER + "\n".join(rows) + "\n\n## Details\n\n" + "\n".join(sections)
+    return HEADER + "\n".join(rows) + "\n\n" + ERRORS + "\n## Details\n\n" + "\n".join(sections)
 
 
 def main(argv=None):
