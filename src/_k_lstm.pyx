@@ -8,7 +8,7 @@ whole batch), and its backward is fused likewise.
 Gate rows are in DyNet's order [i; f; o; g]: i, f, o sigmoid (f with a
 forget bias of 1 inside), g tanh.
 """
-from libc.math cimport tanh
+from libc.math cimport tanh, INFINITY
 from libc.string cimport memcpy
 from dyn._core._graph import set_labels
 from dyn._core._graph cimport (
@@ -336,8 +336,8 @@ cdef Expression _gates(list xs, object h, object Wx, object Wh, object b, object
         sd = float(std)
     except (TypeError, ValueError):
         raise TypeError("%s: weightnoise_std must be a number, got %r" % (name, std)) from None
-    if not sd >= 0.0:
-        raise ValueError("%s: weightnoise_std must be >= 0, got %r" % (name, sd))
+    if not 0.0 <= sd < INFINITY:     # NaN and inf too: noise of infinite spread is no value
+        raise ValueError("%s: weightnoise_std must be a finite number >= 0, got %r" % (name, sd))
     cdef int nid = noden(OP_GATES, args, name)
     g_node(nid).ia[0] = len(xs)
     g_node(nid).ia[1] = flags
