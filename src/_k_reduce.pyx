@@ -740,12 +740,12 @@ cdef void _kmax_fwd(real* y, real* x, int* ai, const Dim* dx, int d, int k) noex
                 if c < k:
                     j = c
                     c += 1
-                elif v > xs[sel[k - 1] * inner]:
+                elif _wins(False, v, xs[sel[k - 1] * inner]):    # NaN is the largest
                     j = k - 1
                 else:
                     continue
                 # a later index loses ties, so it goes after equal values
-                while j > 0 and xs[sel[j - 1] * inner] < v:
+                while j > 0 and _wins(False, v, xs[sel[j - 1] * inner]):
                     sel[j] = sel[j - 1]
                     j -= 1
                 sel[j] = <int>l

@@ -15,6 +15,22 @@ gradient tests (tests/ops/test_generated.py). Data are column-major as in
 DyNet; "batch 1 broadcasts" means an argument with batch size 1 is used for
 every element of the other arguments' batch (and receives the summed gradient).
 
+**NaN in, NaN out.** An output element is NaN when an input element it
+depends on is NaN; elements an operation only selects past (`pick`,
+`select_rows`, `pick_range` ... leaving the NaN out) do not. Operations that
+choose a maximum or minimum (`max_dim`, `min_dim`, `bmax`, `bmin`, `emax`,
+`emin`, `kmax_pooling`, `maxpooling2d`) treat NaN as the winner, where IEEE
+fmax/fmin would skip it; `rectify` and the hinge losses keep a NaN rather
+than clamping it to 0; `argmax` returns a one-hot at the first NaN, as
+`numpy.argmax` does. In backward, the gradient of a NaN input is NaN wherever
+the derivative depends on its value (`rectify`, `tanh`, `softmax`, norms ...);
+operations that only route gradients (sums, picks, concatenation, the element
+a max selected) pass the incoming gradient on unchanged. To find where a NaN
+or Inf first appears, build the graph with `dy.renew_cg(check_validity=True)`:
+every node's value is checked as it is computed, also with autobatching, and
+the first one holding a NaN or Inf raises
+`RuntimeError: NaN or Inf detected: first in node 3 (log, dim {3})`.
+
 | operation | signature | formula | batch |
 |---|---|---|---|
 """
