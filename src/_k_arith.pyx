@@ -14,7 +14,7 @@ from dyn._core._expr cimport (
     node1, node2, noden, finish, Expression, set_binop, binop_fn, BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV)
 from dyn._core._bcast cimport real, BIter, bi_init, bi_next, same_shape, _ext
 from dyn._core cimport _blas
-from dyn._core._kutil cimport arg_dims, batch_rule, g_node
+from dyn._core._kutil cimport arg_dims, batch_rule, expr_arg, g_node
 
 cdef extern from "_fastmath.h" nogil:
     # a bias gradient over a whole batch in one pass (float32)
@@ -168,8 +168,26 @@ cdef int OP_CW = register_op("cwise", _shape_cw, fwd_cw, bwd_cw)
 set_labels("cwise", 0, ("+", "-", "cmult", "cdiv"))   # ADD, SUB, MUL, DIV
 
 
+cdef tuple _CW_NAMES = ("+", "-", "cmult", "cdiv")     # ADD, SUB, MUL, DIV
+cdef tuple _RED_NAMES = ("sum_elems", "squared_norm", "l2_norm")
+cdef tuple _PAIR_NAMES = ("dot_product", "squared_distance")
+
+
+cdef int _name_bad_arg(tuple args, str name) except -1:
+    # after node1/node2 refused an argument: their TypeError names the shared
+    # kernel ("cwise"); say which op the user called (nothing on the good path)
+    for a in args:
+        expr_arg(a, name)
+    return 0
+
+
 cdef Expression _cwise(int kind, object x, object y):
-    cdef int nid = node2(OP_CW, x, y)
+    cdef int nid
+    try:
+        nid = node2(OP_CW, x, y)
+    except TypeError:
+        _name_bad_arg((x, y), _CW_NAMES[kind])
+        raise
     g_node(nid).ia[0] = kind
     return finish(nid)
 
@@ -521,7 +539,12 @@ set_labels("reduce_elems", 0, ("sum_elems", "squared_norm", "l2_norm"))
 
 
 cdef Expression _reduce(object x, int kind):
-    cdef int nid = node1(OP_RED, x)
+    cdef int nid
+    try:
+        nid = node1(OP_RED, x)
+    except TypeError:
+        _name_bad_arg((x,), _RED_NAMES[kind])
+        raise
     g_node(nid).ia[0] = kind
     return finish(nid)
 
@@ -615,7 +638,12 @@ set_labels("pair_reduce", 0, ("dot_product", "squared_distance"))
 
 
 cdef Expression _pair(object x, object y, int kind):
-    cdef int nid = node2(OP_PAIR, x, y)
+    cdef int nid
+    try:
+        nid = node2(OP_PAIR, x, y)
+    except TypeError:
+        _name_bad_arg((x, y), _PAIR_NAMES[kind])
+        raise
     g_node(nid).ia[0] = kind
     return finish(nid)
 

@@ -130,12 +130,6 @@ for _name in (
         PENDING[(_name, "weightnoise_std", _label)] = (
             "src/_k_lstm.pyx: weightnoise_std='0.5' parsed as a number, True taken as 1.0"
         )
-for _name in ("cmult", "cdiv", "dot_product", "squared_distance", "sum_elems", "squared_norm", "l2_norm"):
-    for _k in range(2):
-        for _label in ("None", "str", "ndarray"):
-            PENDING[(_name, "arg%d" % _k, _label)] = (
-                "src/_k_arith.pyx: the message names the shared kernel (cwise, pair_reduce, reduce_elems)"
-            )
 
 
 def _kind(value):
