@@ -99,6 +99,38 @@ def test_notebooks_are_valid_and_committed_without_outputs(path):
     )
 
 
+@pytest.mark.parametrize("path", sorted(DOCS.glob("tutorials/*.ipynb")), ids=lambda p: p.name)
+def test_notebooks_find_their_data_by_the_package_rule(path):
+    # one rule everywhere (dyn.data: --data, DYN_DATA, ../shared/data), no copy of it per notebook
+    code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+    assert "/work/" not in code and "os.environ" not in code and "def find_data" not in code
+    if "find_data(" in code:
+        assert "from dyn.data import DataNotFoundError, find_data" in code
+        assert "except DataNotFoundError" in code and "WARNING:" in code  # said, never silent
+
+
+def test_graph_tutorial_warns_when_dot_is_missing(tmp_path):
+    pytest.importorskip("IPython", reason="the docs extra is not installed")
+    import subprocess
+    import sys
+
+    book = nbformat.read(DOCS / "tutorials" / "05_visualising_graphs.ipynb", as_version=4)
+    setup = next(c.source for c in book.cells if c.cell_type == "code")
+    env = dict(os.environ, PATH=str(tmp_path))  # no dot on this PATH
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", setup], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING: graphviz's dot program is not installed" in proc.stdout
+
+
+def test_notebook_code_cells_wrap_rather_than_being_cut_off():
+    css = (DOCS / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    rule = re.search(r"\.md-typeset \.jupyter-wrapper \.highlight-ipynb pre[^{]*\{([^}]*)\}", css)
+    assert rule and "white-space: pre-wrap" in rule.group(1), "notebook code must wrap (extra.css)"
+
+
 def test_devices_page_says_dyn_is_cpu_only():
     text = (DOCS / "devices.md").read_text(encoding="utf-8")
     assert "CPU only" in text and "--dynet-gpus" in text
