@@ -34,6 +34,10 @@ cdef inline bint _holds(Graph* g, int nid, long serial) noexcept:
 cdef class Expression:
     """A node of the current computation graph (DyNet's Expression)."""
 
+    # numpy gives way to Expression's own operators: `x + ndarray` raises TypeError (dyn's operators
+    # take Expressions and numbers) instead of numpy broadcasting it into an object array
+    __array_ufunc__ = None
+
     cdef int node_id(self, bint as_arg) except -1:
         cdef Graph* g = cg()
         if _holds(g, self.nid, self.serial):

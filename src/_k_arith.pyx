@@ -236,8 +236,23 @@ cpdef Expression scalar_affine(object x, double a, double c):
 
 
 cdef bint _num(object x):
-    return isinstance(x, (int, float)) or (hasattr(x, "__float__") and not isinstance(x, Expression)
-                                          and not hasattr(x, "shape"))
+    """A real number: Python's, numpy's scalars (np.float32(2)) and 0-d arrays."""
+    if isinstance(x, (int, float)):
+        return True
+    if isinstance(x, (Expression, complex)) or not hasattr(x, "__float__"):
+        return False
+    return getattr(x, "shape", ()) == () and getattr(getattr(x, "dtype", None), "kind", "f") in "biuf"
+
+
+cdef object _other(str op, object x, object y):
+    """NotImplemented for what Python may still pair with an Expression; a clear TypeError for an
+    array, which numpy would otherwise broadcast into an object array of Expressions."""
+    for v in (x, y):
+        if not isinstance(v, Expression) and getattr(v, "shape", ()) != ():
+            raise TypeError(
+                "Expression %s %s: dyn's operators take Expressions and numbers, not an array of "
+                "shape %s (make it an expression with dy.inputTensor)" % (op, type(v).__name__, v.shape))
+    return NotImplemented
 
 
 cpdef object add(object x, object y):
@@ -247,7 +262,7 @@ cpdef object add(object x, object y):
         return scalar_affine(x, 1.0, float(y))
     if _num(x):
         return scalar_affine(y, 1.0, float(x))
-    return NotImplemented
+    return _other("+", x, y)
 
 
 cpdef object sub(object x, object y):
@@ -257,7 +272,7 @@ cpdef object sub(object x, object y):
         return scalar_affine(x, 1.0, -float(y))
     if _num(x):
         return scalar_affine(y, -1.0, float(x))
-    return NotImplemented
+    return _other("-", x, y)
 
 
 cpdef object mul(object x, object y):
@@ -267,7 +282,7 @@ cpdef object mul(object x, object y):
         return scalar_affine(x, float(y), 0.0)
     if _num(x):
         return scalar_affine(y, float(x), 0.0)
-    return NotImplemented
+    return _other("*", x, y)
 
 
 cpdef object div(object x, object y):
