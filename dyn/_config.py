@@ -274,7 +274,7 @@ def get_device_info(name):
 
 
 class DynetParams:
-    """DyNet's start-up parameters object (§3.3): set fields, then init()."""
+    """DyNet's start-up parameters object (DynetParams): set fields, then init()."""
 
     def __init__(self):
         self.random_seed = 0

@@ -1,4 +1,4 @@
-"""DyNet's text model format (DYNET_API.md §8.1), read and written.
+"""DyNet's text model format, read and written.
 
 Per (lookup) parameter a header line, then one line of values (column-major
 over the DyNet dim, ``%+.8e``), then a gradient line if the header says

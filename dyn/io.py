@@ -13,7 +13,7 @@ The header's "__metadata__" holds, as JSON strings:
     collections  the names of the collections the entries belong to
     objects      (dy.save only) what was saved: see ``save``
 
-``populate`` also reads DyNet's text format (DYNET_API.md §8.1, see
+``populate`` also reads DyNet's text format (see
 dyn/_dynet_text.py), detected from the file's first bytes, so models trained
 with DyNet can be brought over; ``dy.load`` also reads DyNet's dy.save files.
 Every load validates the whole file and checks names, kinds, dims and counts

@@ -502,7 +502,7 @@ def pool_for_current_dtype():
 
 
 # ---------------------------------------------------------------- trainer catch-up hook
-# Issue 4 (owner: the trainers). Trainers update lookup tables lazily: a row no
+# Owner: the trainers. Trainers update lookup tables lazily: a row no
 # minibatch touched is brought up to date only when something reads it. Every
 # read path of a table calls _catch_up first: a lookup/lookup_batch being
 # created or re-pointed (set), the whole-table parameter node, value_view()

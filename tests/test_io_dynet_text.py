@@ -1,4 +1,4 @@
-"""DyNet's text model format (DYNET_API.md §8.1): populate reads files
+"""DyNet's text model format: populate reads files
 written by DyNet, and save(format="text") writes files DyNet can read."""
 
 import re

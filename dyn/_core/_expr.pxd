@@ -24,7 +24,7 @@ cdef class Pool:
     cdef public list members       # every ParamExpr, in creation order
     cdef _set(self, values, grads)
 
-# Trainer hook (issue 4): a trainer whose rule moves idle lookup rows (momentum,
+# Trainer hook: a trainer whose rule moves idle lookup rows (momentum,
 # Adam, weight decay ...) updates them lazily; before anything reads rows of a
 # table it calls catch_up(state, rows, n) to bring them up to date (n < 0: all
 # rows). Set by src/_k_train.pyx; NULL means the rows are always current.

@@ -8,7 +8,7 @@ dyn's unorthodox choice: ``LSTMBuilder`` is the coupled-gate LSTM
 In dyn, ``dy.LSTMBuilder`` is ``dy.CoupledLSTMBuilder``: one input gate i
 and the forget gate tied to it, f = 1 - i (with peepholes, DyNet's
 CoupledLSTMBuilder equations). DyNet 2.x made ``LSTMBuilder`` an alias of
-``VanillaLSTMBuilder``; dyn deliberately does not (issue 5): the name keeps
+``VanillaLSTMBuilder``; dyn deliberately does not: the name keeps
 the meaning it had in DyNet 1.x and in its papers, a coupled gate needs a
 third fewer gate parameters, and it trains as well on most tasks (Greff et
 al., "LSTM: A Search Space Odyssey", 2017, found coupling the gates harmless).

@@ -1,5 +1,5 @@
 """float64 numpy references of the recurrent builders' equations (one layer,
-one sequence of unbatched vectors), written straight from DYNET_API.md §6."""
+one sequence of unbatched vectors), written straight from DyNet's documented builder equations."""
 
 import numpy as np
 

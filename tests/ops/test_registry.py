@@ -7,7 +7,7 @@ import pytest
 import dyn as dy
 from dyn.ops._registry import REGISTRY
 
-# The operations issue 2 promises, by their DyNet names (operators by symbol).
+# The operations of DyNet's API that dyn provides, by their DyNet names (operators by symbol).
 CORE_OPS = """+ - * scalar_affine cmult cdiv dot_product concatenate concatenate_cols concatenate_to_batch
 transpose reshape pick pick_batch pick_batch_elem pick_batch_elems select_rows select_cols sum_elems
 sum_batches esum average tanh logistic rectify exp log softmax log_softmax logsumexp pickneglogsoftmax

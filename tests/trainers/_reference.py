@@ -1,4 +1,4 @@
-"""numpy (float64) references of the trainers' update equations (DYNET_API.md §2.7).
+"""numpy (float64) references of the trainers' update equations (as DyNet documents them).
 
 Each rule is written once, for one tensor: ``Rule(name, **consts)`` then
 ``rule.step(w, g, t, lr)`` returns the new w (state kept inside), with
