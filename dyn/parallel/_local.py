@@ -53,6 +53,9 @@ from dyn.parallel._sync import (
 
 JOIN_S = 60.0  # how long a finished run waits for a worker before terminating it
 GRACE_S = 2.0  # how long a worker sent SIGTERM (and SIGCONT) has before SIGKILL
+INTERRUPT_JOIN_S = (
+    5.0  # how long a run stopped by Ctrl-C in worker 0 waits for a worker before terminating it
+)
 
 # the state letters of /proc/<pid>/stat (proc(5))
 STATES = {
@@ -107,6 +110,7 @@ class Group:
         self.procs, self.conns, self.failures = [], [], {}
         self.alive, self.lock = set(), threading.Lock()  # ranks not yet reaped (by the watcher only)
         self.watcher = None
+        self.done = threading.Event()  # set when the watcher has reaped every worker (or died)
         self.parent = os.getpid()
         self.stall_timeout = stall_timeout
         self.stalled = {}  # rank -> (pid, state, seconds) of a worker found making no progress
@@ -131,6 +135,12 @@ class Group:
         self.watcher.start()
 
     def _watch(self):
+        try:
+            self._watch_until_reaped()
+        finally:
+            self.done.set()
+
+    def _watch_until_reaped(self):
         live = {p.sentinel: (rank, p) for rank, p in enumerate(self.procs, start=1)}
         timeout = self.stall_timeout
         poll = None if timeout is None else min(max(timeout / 4.0, 0.05), 1.0)
@@ -210,42 +220,56 @@ class Group:
         self.barrier.abort()
 
     def finish(self, timeout=None):
-        """Join every worker and the watcher. Workers still there after ``timeout`` (JOIN_S) seconds,
-        or when this wait is interrupted (Ctrl-C), get SIGTERM and SIGCONT, then SIGKILL after
-        GRACE_S, and are reaped."""
+        """Wait for every worker to exit and be reaped. Workers still there after ``timeout``
+        (JOIN_S) seconds, or when the wait is interrupted (Ctrl-C), get SIGTERM and SIGCONT, then
+        SIGKILL after GRACE_S (at once on another Ctrl-C), and are reaped."""
         if self.watcher is None:
             return
-        timeout = JOIN_S if timeout is None else timeout
         try:
-            self.watcher.join(timeout)
+            # an Event, not watcher.join: a join cut short by Ctrl-C marks the thread as ended (Python < 3.13)
+            self.done.wait(JOIN_S if timeout is None else timeout)
         finally:
-            if self.watcher.is_alive():
-                self._terminate_rest(timeout)
-            for conn in self.conns:
-                conn.close()
+            try:
+                if not self.done.is_set():
+                    self._terminate_rest(JOIN_S if timeout is None else timeout)
+                with self.lock:
+                    rest = [self.procs[rank - 1] for rank in self.alive]
+                for proc in rest:  # only if the watcher itself died: reap what it left
+                    _signal(proc.pid, signal.SIGKILL)
+                    proc.join()
+            finally:
+                for conn in self.conns:
+                    conn.close()
+
+    def _signal_rest(self, *sigs, timeout=None):
+        """Send sigs to every worker not yet reaped (noting it as a failure when timeout is given)."""
+        with self.lock:  # only processes the watcher has not reaped: their pids are still theirs
+            for rank in self.alive:
+                pid = self.procs[rank - 1].pid
+                if timeout is not None and rank not in self.failures:
+                    self.failures[rank] = (
+                        "worker %d (pid %d) had not exited %g s after the run stopped (it was %s), "
+                        "so it was terminated" % (rank, pid, timeout, describe_state(proc_stat(pid)[0]))
+                    )
+                _signal(pid, *sigs)
 
     def _terminate_rest(self, timeout):
-        # another Ctrl-C is held until they are gone (then raised): this must not be cut short
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        self.halt()
+        self._signal_rest(signal.SIGTERM, signal.SIGCONT, timeout=timeout)
+        interrupted = None
         try:
-            self.halt()
-            with self.lock:  # only processes the watcher has not reaped: their pids are still theirs
-                for rank in self.alive:
-                    pid = self.procs[rank - 1].pid
-                    if rank not in self.failures:
-                        self.failures[rank] = (
-                            "worker %d (pid %d) had not exited %g s after the run stopped (it was %s), "
-                            "so it was terminated" % (rank, pid, timeout, describe_state(proc_stat(pid)[0]))
-                        )
-                    _signal(pid, signal.SIGTERM, signal.SIGCONT)
-            self.watcher.join(GRACE_S)
-            if self.watcher.is_alive():
-                with self.lock:
-                    for rank in self.alive:
-                        _signal(self.procs[rank - 1].pid, signal.SIGKILL)
-                self.watcher.join()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            self.done.wait(GRACE_S)
+        except KeyboardInterrupt as e:  # another Ctrl-C: no grace
+            interrupted = e
+        if not self.done.is_set():
+            self._signal_rest(signal.SIGKILL)
+            while not self.done.is_set():
+                try:
+                    self.done.wait()
+                except KeyboardInterrupt as e:  # nothing is left to do but reap them
+                    interrupted = e
+        if interrupted is not None:
+            raise interrupted
 
     def error(self):
         """A WorkerError for the failed workers (WorkerStalledError when one stalled), or None."""
@@ -309,7 +333,8 @@ def _run_group(group, body, parent):
         out = parent()
     except BaseException as e:
         group.halt()
-        group.finish()
+        # after Ctrl-C every worker is between steps and exits at once (sync), or must not be waited for
+        group.finish(INTERRUPT_JOIN_S if isinstance(e, KeyboardInterrupt) else None)
         err = group.error()
         if err is not None and isinstance(e, threading.BrokenBarrierError):
             raise err from None  # worker 0 was only waiting for the worker that failed

@@ -225,3 +225,50 @@ def test_no_worker_outlives_a_killed_parent_even_a_stopped_one(mode, tmp_path):
         for pid in workers:  # a failed assertion must not leave them behind either
             if _state(pid) not in (None, "Z"):
                 os.kill(pid, signal.SIGKILL)
+
+
+TWICE_SCRIPT = textwrap.dedent("""
+    import multiprocessing as mp, os, sys, time
+    sys.path.insert(0, {root!r})
+    import dyn as dy
+    import dyn.parallel as par
+    from dyn.parallel import _local
+    from tests.parallel._helpers import Model, child_pids, make_data
+
+    _local.INTERRUPT_JOIN_S = 1.0  # how long a run stopped by Ctrl-C waits for a worker (sync)
+    model, calls = Model(), [0]
+    def loss(batch):
+        calls[0] += 1
+        if mp.current_process().name.startswith("dyn.parallel worker") and calls[0] == 3:
+            open({flag!r}, "w").close()
+            time.sleep(120)  # a step far longer than the test: only terminating it ends it
+        return model.loss(batch)
+    try:
+        par.train(loss, make_data(100000), dy.SimpleSGDTrainer(model.m), workers=2, mode={mode!r},
+                  batch_size=2, epochs=1, progress=False, stall_timeout=None, save={path!r})
+    except KeyboardInterrupt:
+        print("INTERRUPTED children=%d saved=%s" % (len(child_pids()), os.path.exists({path!r})))
+""")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_second_ctrl_c_ends_a_worker_in_a_long_step(mode, tmp_path):
+    # the first Ctrl-C waits for the step in progress; the second does not wait for it
+    flag, path = str(tmp_path / "started"), str(tmp_path / "m.safetensors")
+    script = TWICE_SCRIPT.format(root=ROOT, flag=flag, path=path, mode=mode)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(flag) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)  # the sleeping worker would take 120 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "INTERRUPTED children=0 saved=True" in out, err
