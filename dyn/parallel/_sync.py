@@ -200,7 +200,7 @@ class Config:
     """What dyn.parallel.train was asked for, checked (its docstring has the defaults and meanings)."""
 
     def __init__(
-        self, batch_size, epochs, dev, dev_every, save, seed, progress, average, cost, stall_timeout=60.0
+        self, batch_size, epochs, dev, dev_every, save, seed, progress, average, cost, stall_timeout
     ):
         if batch_size is None:
             batch_size = 1
