@@ -382,6 +382,9 @@ cdef class InputExpression(Expression):
             raise ValueError("this inputTensor was not created with reusable_expr=True")
         if isinstance(values, (int, float)):
             values = [values]
+        elif not (isinstance(values, np.ndarray) and values.dtype.kind == "f"):
+            from dyn.ops._check import real_array    # complex, None, strings: a named TypeError
+            values = real_array(values, "set")
         self._bind(_as_data(values))
         from dyn._core._graph import invalidate
         invalidate()
@@ -719,7 +722,10 @@ cdef inline bint _is_param_node(Graph* g, int nid, ParamExpr p) noexcept:
 cdef int _check_row(ParamExpr p, object row) except -1:
     if isinstance(row, bool) or (type(row) is not int and not hasattr(row, "__index__")):
         raise TypeError("lookup: index must be an integer, got %s %r" % (type(row).__name__, row))
-    row = row.__index__()      # a Python int: compared before any C conversion can overflow
+    try:
+        row = row.__index__()  # a Python int: compared before any C conversion can overflow
+    except TypeError:          # e.g. a numpy array of several rows
+        raise TypeError("lookup: index must be an integer, got %s %r" % (type(row).__name__, row)) from None
     if row < 0 or row >= p.nrows:
         raise IndexError("lookup: row %d is out of range for %s with %d rows"
                          % (row, p.name(), p.nrows))
