@@ -77,8 +77,6 @@ def _nodes_of(exprs, max_nodes):
     return table, ids[hidden:], hidden  # keep the nodes nearest the outputs
 
 
-# the nodes that read a parameter (graph_leaves lists their parameters in the order of first use)
-_LEAF_OPS = ("parameter", "lookup", "lookup_batch")
 _AUTO_NAME = re.compile(r"_\d+")
 
 
@@ -89,57 +87,13 @@ def _shown_name(p):
     return None if _AUTO_NAME.fullmatch(name.rsplit("/", 1)[-1]) else name
 
 
-def _fits(row, p):
-    """Whether a parameter-reading node (op, args, (dims, bd)) can read parameter p."""
-    op, _args, (dims, bd) = row
-    pdims = tuple(p.dyn_dim())
-    if op == "parameter":
-        return tuple(dims) == pdims and bd == 1
-    if not p.is_lookup:
-        return False
-    row_dims = pdims[:-1] or (1,)
-    return tuple(dims) == row_dims and (bd == 1 or op == "lookup_batch")
-
-
 def _param_names(table):
-    """node id -> the name of the parameter it reads, where that is certain.
-
-    The core keeps no Python-visible link from a node to its parameter, but graph_leaves() lists
-    the parameters in the order the graph first reads them. Every parameter or lookup node is then
-    either the first use of the next parameter of that list or a repeat of one already used, and
-    its shape must fit: the names below are those every assignment consistent with both agrees on.
-    """
-    params = _expr.graph_leaves()[0]
-    nodes = [i for i, row in enumerate(table) if row[0] in _LEAF_OPS]
-    n = len(params)
-    if not nodes or not n:
-        return {}
-    fits = [[k for k, p in enumerate(params) if _fits(table[i], p)] for i in nodes]
-    # forward: how many distinct parameters can have been used before each node
-    fwd = [{0}]
-    for c in fits:
-        nxt = {k + 1 for k in fwd[-1] if k in c}  # c holds indices: k in c means params[k] fits
-        nxt |= {k for k in fwd[-1] if c and c[0] < k}
-        fwd.append(nxt)
-    if n not in fwd[-1]:
-        return {}  # the list and the nodes disagree: name nothing rather than guess
-    # backward: the counts from which every parameter still gets used by the end
-    bwd = [set() for _ in fwd]
-    bwd[-1] = {n}
-    for j in range(len(nodes) - 1, -1, -1):
-        bwd[j] = {
-            k
-            for k in fwd[j]
-            if (k in fits[j] and k + 1 in bwd[j + 1]) or (k in bwd[j + 1] and fits[j][0] < k)
-        }
+    """node id -> the name of the parameter or lookup table the node reads, where the user named it."""
     out = {}
-    for j, i in enumerate(nodes):
-        can = {k for k in bwd[j] if k in fits[j] and k + 1 in bwd[j + 1]}  # the first use of params[k]
-        can |= {r for k in bwd[j] if k in bwd[j + 1] for r in fits[j] if r < k}  # a repeat
-        if len(can) == 1:
-            name = _shown_name(params[can.pop()])
-            if name is not None:
-                out[i] = name
+    for i, p in _expr.node_parameters().items():
+        name = _shown_name(p)
+        if name is not None and i < len(table):
+            out[i] = name
     return out
 
 

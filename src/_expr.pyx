@@ -271,6 +271,20 @@ def graph_leaves():
     return params, inputs
 
 
+def node_parameters():
+    """{node id: parameter object} for the current graph's nodes that read a parameter or a lookup
+    table (for display: the names a user gave them)."""
+    cdef Graph* g = cg()
+    cdef int i
+    out = {}
+    for i in range(g.n):
+        if g.nodes[i].pyref >= 0:
+            o = pyref_get(g.nodes[i].pyref)
+            if isinstance(o, ParamExpr):
+                out[i] = o
+    return out
+
+
 def wrap_node(int nid):
     return wrap(nid)
 

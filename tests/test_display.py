@@ -179,15 +179,23 @@ def test_graphs_name_the_parameters_the_user_named():
     assert 'label="N%d = parameter(W)\\n{3,2}"' % (node[Wx] - 1) in dy.render(h).source
 
 
-def test_a_node_that_could_read_either_of_two_tables_is_not_guessed():
+def test_nodes_of_two_tables_of_one_shape_are_named_exactly():
     pc = dy.ParameterCollection()
     A = pc.add_lookup_parameters((4, 2), name="A")
     B = pc.add_lookup_parameters((4, 2), name="B")
+    W = pc.add_parameters((2, 2), name="W")
+    V = pc.add_parameters((2, 2), name="V")
     dy.renew_cg()
-    # A, B, A: the second node may be B's first row (then the third is A's or B's again) or A's
-    # again (then the third is B's): only the first is certain
-    a, b2, again = A[0], B[1], A[2]
+    # same shapes, interleaved uses: every node is named by the parameter it reads
+    nodes = [
+        (A[0], "lookup(A)"),
+        (B[1], "lookup(B)"),
+        (A[2], "lookup(A)"),
+        (dy.parameter(V), "parameter(V)"),
+        (dy.parameter(W), "parameter(W)"),
+        (dy.lookup_batch(B, [0, 3]), "lookup_batch(B)"),
+    ]
+    dy.esum([dy.sum_elems(e) for e, _ in nodes])  # (a parameter's node is made where it is used)
     text = display.to_text()
-    assert _line(text, _expr.node_of(a)).startswith("N%d = lookup(A)" % _expr.node_of(a))
-    for e in (b2, again):
-        assert _line(text, _expr.node_of(e)).startswith("N%d = lookup()" % _expr.node_of(e))
+    for e, shown in nodes:
+        assert _line(text, _expr.node_of(e)).startswith("N%d = %s" % (_expr.node_of(e), shown))
