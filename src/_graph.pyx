@@ -98,6 +98,26 @@ cdef Dim dim_from_tuple(object shape, object bd) except *:
 cdef int dim_check(const Dim* d, str what) except -1:
     """Raise ValueError unless d is a valid Dim of at most MAX_ELEMS elements (counted in 64 bits,
     so a product that overflowed a C int in a shape rule is caught here)."""
+    if _dim_ok(d):
+        return 0
+    return _dim_fail(d, what)
+
+
+cdef inline bint _dim_ok(const Dim* d) noexcept nogil:
+    cdef long long total = d.bd
+    cdef int i
+    if d.nd < 1 or d.nd > MAXD or d.bd < 1:
+        return False
+    for i in range(d.nd):
+        if d.d[i] < 1:
+            return False
+        total *= d.d[i]
+        if total > MAX_ELEMS:
+            return False
+    return True
+
+
+cdef int _dim_fail(const Dim* d, str what) except -1:
     cdef long long total = d.bd
     cdef int i
     if d.nd < 1 or d.nd > MAXD or d.bd < 1:
@@ -426,7 +446,8 @@ cdef int finish_node(int nid) except -1:
     cdef int ni0 = n.arg_off
     try:
         KT[n.op].shape(&G, n)
-        dim_check(&n.dim, _label(n))
+        if not _dim_ok(&n.dim):           # (the label is a Python string: made only on failure)
+            _dim_fail(&n.dim, _label(n))
         if n.naux == 0 and KT[n.op].aux_bytes_per_elem:
             n.naux = <long>KT[n.op].aux_bytes_per_elem * dim_total(&n.dim)
         if n.naux < 0 or n.naux > MAX_ELEMS:
