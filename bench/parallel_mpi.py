@@ -63,7 +63,7 @@ def run_once(ranks, batch, args, workdir, tag):
 
 
 def max_param_difference(path_a, path_b):
-    from dyn import _safetensors
+    from dyn.io import _safetensors
 
     a, _ = _safetensors.read(path_a)
     b, _ = _safetensors.read(path_b)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn import _safetensors
+from dyn.io import _safetensors
 from dyn.io import ModelFileError
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn import _safetensors as st
+from dyn.io import _safetensors as st
 from dyn import io
 from dyn.io import ModelFileError
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn import _safetensors
+from dyn.io import _safetensors
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +28,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     import dyn as dy
-    from dyn import _safetensors
+    from dyn.io import _safetensors
 
     path, value, stall = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "stall"
     m = dy.ParameterCollection()

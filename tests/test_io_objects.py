@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn import _safetensors, io
+from dyn import io
+from dyn.io import _safetensors
 from dyn.io import ModelFileError
 
 

@@ -8,8 +8,8 @@ import struct
 import numpy as np
 import pytest
 
-from dyn import _safetensors as st
-from dyn._safetensors import ModelFileError
+from dyn.io import _safetensors as st
+from dyn.io._safetensors import ModelFileError
 
 
 def test_round_trip_of_every_dtype_and_shape(tmp_path):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn import _safetensors, io
+from dyn import io
+from dyn.io import _safetensors
 from dyn.io import ModelFileError
 
 HAVE_STATE = hasattr(dy.Trainer, "state_dict") and hasattr(dy.Trainer, "load_state_dict")

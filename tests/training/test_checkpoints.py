@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn import _safetensors, training
+from dyn import training
+from dyn.io import _safetensors
 
 from ._model import Model, make_data, values
 

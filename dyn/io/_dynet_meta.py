@@ -16,7 +16,7 @@ import io
 import pickletools
 from typing import NamedTuple
 
-from dyn._safetensors import ModelFileError, check_plain, short_repr
+from dyn.io._safetensors import ModelFileError, check_plain, short_repr
 
 MAX_BYTES = 16_000_000
 MAX_VALUES = 100_000  # per record, shared values counted each time: DyNet's specs hold a few

@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from dyn._safetensors import ModelFileError, atomic_write, remove_stale_temps
+from dyn.io._safetensors import ModelFileError, atomic_write, remove_stale_temps
 
 # "#Parameter# <name> {d0,d1,...}[X<batch>] <byte count> [ZERO_GRAD|FULL_GRAD]"
 _HEADER = re.compile(

@@ -38,9 +38,9 @@ import re
 
 import numpy as np
 
-from dyn import _dynet_meta, _dynet_text
-from dyn import _safetensors as st
-from dyn._safetensors import ModelFileError
+from dyn.io import _dynet_meta, _dynet_text
+from dyn.io import _safetensors as st
+from dyn.io._safetensors import ModelFileError
 
 __all__ = [
     "ModelFileError", "save", "load", "load_generator", "register_savable",
