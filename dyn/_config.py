@@ -228,14 +228,21 @@ def current_config() -> dict:
     }
 
 
+_SEED_HOOKS = []  # called with every new seed, after the graph's sampling is seeded
+
+
+def on_seed(hook):
+    """Call hook(seed) whenever the seed is set (dyn.params seeds its
+    initialisers this way: this module imports nothing of dyn.params)."""
+    _SEED_HOOKS.append(hook)
+    return hook
+
+
 def set_seed(seed: int):
-    import numpy as np
-
-    from dyn import params
-
     state["seed"] = seed
     _graph.seed(seed)
-    params.seed_initializers(np.random.RandomState(seed))
+    for hook in _SEED_HOOKS:
+        hook(seed)
 
 
 def init_from_argv():

@@ -25,6 +25,11 @@ def seed_initializers(rng: np.random.RandomState):
     _RNG[0] = rng
 
 
+@_config.on_seed  # dyn.init(seed=...) and reset_random_seed seed the initialisers too
+def _seed_from_config(seed):
+    seed_initializers(np.random.RandomState(seed))
+
+
 # ---------------------------------------------------------------- initialisers
 
 
