@@ -13,8 +13,9 @@ import re
 import numpy as np
 
 from dyn import _config
-from dyn import io as _io
 from dyn._core import _expr
+from dyn.io import _collections as _io_collections
+from dyn.io import _objects as _io_objects
 from dyn.ops import _check
 from dyn.ops.inputs import _one_dim
 
@@ -267,7 +268,7 @@ class Parameters(_expr.ParamExpr):
         """The parameter in the current graph; by default *constant* (DyNet)."""
         return self._expr(bool(update))
 
-    # saving and loading: see dyn/io.py
+    # saving and loading: see dyn/io/_collections.py
     def save(self, fname, key="", append=False, *, gradients=False, format="safetensors"):
         """Write this parameter to fname, named key (default: its full name).
 
@@ -276,12 +277,12 @@ class Parameters(_expr.ParamExpr):
             gradients: also save the gradient.
             format: "safetensors" (default) or "text" (DyNet's text format).
         """
-        _io.save_parameter(self, fname, key, append, gradients, format)
+        _io_collections.save_parameter(self, fname, key, append, gradients, format)
 
     def populate(self, fname, key=""):
         """Load the saved entry named exactly key (default: this parameter's own
         name); its dim must match. Also reads DyNet's text format."""
-        _io.populate_parameter(self, fname, key)
+        _io_collections.populate_parameter(self, fname, key)
 
     write_to_textfile = save
     populate_from_textfile = populate
@@ -433,6 +434,11 @@ class ParameterCollection:
         self._register(p, is_lookup)
         return p
 
+    def _new_loaded(self, dim, values, is_lookup):
+        """A parameter (is_lookup: a table) of DyNet dim ``dim`` holding saved values;
+        the loader names it (dyn/io/_collections.py)."""
+        return self._new(LookupParameters if is_lookup else Parameters, dim, values, "", is_lookup)
+
     def add_parameters(self, dim, init=None, name="", device="", scale=1.0, mean=0.0, std=1.0):
         """A new Parameters of shape ``dim`` (int or tuple).
 
@@ -516,7 +522,7 @@ class ParameterCollection:
 
     set_weight_decay_lambda = set_weight_decay
 
-    # saving and loading: see dyn/io.py
+    # saving and loading: see dyn/io/_collections.py
     def save(self, fname, name="", append=False, *, gradients=False, format="safetensors"):
         """Write every parameter, then every lookup parameter, to fname.
 
@@ -527,28 +533,29 @@ class ParameterCollection:
             gradients: also save the gradients.
             format: "safetensors" (default) or "text" (DyNet's text format).
         """
-        _io.save_collection(self, fname, name, append, gradients, format)
+        _io_collections.save_collection(self, fname, name, append, gradients, format)
 
     def populate(self, fname, key=""):
         """Load saved values into this collection's parameters by position (the
         i-th saved parameter into the i-th parameter, lookups likewise), using
         the entries whose names start with key. Counts and dims must match;
         nothing changes otherwise. Also reads DyNet's text format."""
-        _io.populate_collection(self, fname, key)
+        _io_collections.populate_collection(self, fname, key)
 
     write_to_textfile = save
     populate_from_textfile = populate
 
     def load_param(self, fname, key):
         """A new Parameters in this collection from the saved entry named key (name kept)."""
-        return _io.load_param(self, fname, key, lookup=False)
+        return _io_collections.load_param(self, fname, key, lookup=False)
 
     def load_lookup_param(self, fname, key):
         """A new LookupParameters in this collection from the saved entry named key."""
-        return _io.load_param(self, fname, key, lookup=True)
+        return _io_collections.load_param(self, fname, key, lookup=True)
 
 
 Model = ParameterCollection
+_io_objects.use_parameter_classes(Parameters, ParameterCollection)  # what dy.save / dy.load take and make
 
 # ---------------------------------------------------------------- graph functions
 

@@ -1,4 +1,4 @@
-"""Saving and loading parameters and collections (dyn/io.py): round trips,
+"""Saving and loading parameters and collections (dyn/io/): round trips,
 DyNet's populate semantics, and loads that check everything before writing."""
 
 import json

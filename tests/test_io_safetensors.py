@@ -1,4 +1,4 @@
-"""The safetensors reader/writer (dyn/_safetensors.py): round trips, strict
+"""The safetensors reader/writer (dyn/io/_safetensors.py): round trips, strict
 header validation, and atomic replacement."""
 
 import json

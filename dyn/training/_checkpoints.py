@@ -20,16 +20,16 @@ import os
 
 import numpy as np
 
-from dyn import io as _io
+from dyn.io import _format
+from dyn.io._collections import populate_in_order
+from dyn.io._safetensors import ModelFileError
 
 
 def read_checkpoint(path):
     """The entries of a saved collection, in saved order: [(name, kind, dim, flat values)]."""
-    mf = _io._ModelFile(path)
+    mf = _format.ModelFile(path)
     if mf.format != "dyn":
-        raise _io.ModelFileError(
-            "%s: not a parameter collection saved by dyn (format %s)" % (path, mf.format)
-        )
+        raise ModelFileError("%s: not a parameter collection saved by dyn (format %s)" % (path, mf.format))
     return [(e.name, e.kind, e.dim, e.values()) for e in mf.entries]
 
 
@@ -59,14 +59,16 @@ def average_checkpoints(paths, model=None):
             raise ValueError("average_checkpoints: %s does not hold the parameters of %s" % (path, paths[0]))
         for s, (_n, _k, _d, v) in zip(sums, entries):
             s += v
-    dtype = _io._ModelFile(paths[0]).entries[0].dtype if first else np.float32
+    dtype = _format.ModelFile(paths[0]).entries[0].dtype if first else np.float32
     means = [(s / len(paths)).astype(dtype) for s in sums]
     if model is not None:
-        entries = [_io._Entry(n, k, d, dtype, _io._constant(m)) for (n, k, d, _v), m in zip(first, means)]
-        _io._populate_in_order(
-            model, entries, _io._ModelFile(paths[0]), "the average of %d checkpoints" % len(paths)
+        entries = [
+            _format.Entry(n, k, d, dtype, _format.constant(m)) for (n, k, d, _v), m in zip(first, means)
+        ]
+        populate_in_order(
+            model, entries, _format.ModelFile(paths[0]), "the average of %d checkpoints" % len(paths)
         )
-    return {n: _io._to_view(m, k, d) for (n, k, d, _v), m in zip(first, means)}
+    return {n: _format.to_view(m, k, d) for (n, k, d, _v), m in zip(first, means)}
 
 
 class Checkpoints:
