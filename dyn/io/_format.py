@@ -209,7 +209,7 @@ class ModelFile:
 # ---------------------------------------------------------------- writing files
 
 
-def _collections(names):
+def _collection_names(names):
     seen = {}
     for n in names:
         for k in range(len(n)):
@@ -239,7 +239,7 @@ def _write_safetensors(path, entries, objects=None):
         "format": "dyn",
         "format_version": FORMAT_VERSION,
         "entries": json.dumps(records),
-        "collections": json.dumps(_collections(e.name for e in entries)),
+        "collections": json.dumps(_collection_names(e.name for e in entries)),
     }
     if objects is not None:
         meta["objects"] = json.dumps(objects)
