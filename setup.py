@@ -21,6 +21,11 @@ extensions = [
     )
     for path in sorted(glob.glob("src/*.pyx"))
 ]
+# While working on a few modules: DYN_BUILD_ONLY=_k_nonlin,_k_math python setup.py build_ext --inplace
+# rebuilds only those (the others' .so files are kept as they are).
+if os.environ.get("DYN_BUILD_ONLY"):
+    only = set(os.environ["DYN_BUILD_ONLY"].split(","))
+    extensions = [e for e in extensions if e.name.rsplit(".", 1)[-1] in only]
 
 setup(
     ext_modules=cythonize(

@@ -54,7 +54,7 @@ from libc.stdlib cimport malloc, realloc, free, calloc, qsort
 from libc.string cimport memcpy, memset, memcmp
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from dyn._core._graph cimport (
-    Graph, Node, Dim, OpKernel, ABSpec, cg, kernel, arg, dim_total, arena_alloc, arena_reserve, mark_live, node_backward,
+    Graph, Node, Dim, ABSpec, cg, arg, dim_total, run_fwd, run_bwd, arena_alloc, arena_reserve, mark_live, node_backward,
     exec_node, check_finite, round_up, seed_backward, ab_spec, set_autobatch_engine, node_desc,
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_AUXHEAD, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT,
     ABA_SHARE, ABA_CATAUX,
@@ -103,6 +103,9 @@ cdef int* AOFF = NULL
 cdef long cap_n = 0, cap_e = 0
 cdef long* OKEY = NULL        # member sort keys (_order)
 cdef long cap_k = 0
+cdef char** PIECE = NULL      # a gather's or scatter-add's pieces (pointers, lengths) for the device
+cdef long* PLEN = NULL
+cdef long cap_p = 0, cap_pl = 0
 
 # signature table (rebuilt per forward call)
 cdef long* KEYS = NULL
@@ -554,6 +557,13 @@ cdef int _part_end(Graph* g, int* mem, int j0, int m) noexcept:
     return m
 
 
+cdef int _pieces(long m) except -1:
+    """PIECE and PLEN hold at least m entries."""
+    _grow(<void**>&PIECE, &cap_p, m, sizeof(char*))
+    _grow(<void**>&PLEN, &cap_pl, m, sizeof(long))
+    return 0
+
+
 cdef int _grow_nodes(long need) except -1:
     """The per-node arrays (one capacity for all) hold at least need entries."""
     global cap_n, SIG, DEPTH, LEFT, SSTART, NXT, QUEUE, MEMB, NARG, AOFF
@@ -661,7 +671,6 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     cdef Node* a
     cdef Node* P
     cdef ABSpec* S = ab_spec(n0.op)
-    cdef OpKernel* K = kernel(n0.op)
     cdef int nargs = n0.nargs, isz = g.itemsize, j, k, mode, off, pn, stride = 1 + 3 * m
     cdef long total = 0, naux = 0, nidx = 0, argoff, idxoff, memoff, amap, o, tot, bd = 0, L
     cdef Dim wd, wd0
@@ -748,13 +757,12 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
             st_gathered += 1
             st_gbytes += tot * isz
             buf = <char*>arena_alloc(&g.fx, <size_t>tot * isz)
-            o = 0
+            _pieces(m)
             for j in range(m):
                 n = &g.nodes[BI[amap + <long>k * stride + 1 + j]]
-                L = BI[amap + <long>k * stride + 1 + 2 * m + j]
-                memcpy(buf + <size_t>o * isz, <char*>n.v + <size_t>BI[amap + <long>k * stride + 1 + m + j] * isz,
-                       <size_t>L * isz)
-                o += L
+                PLEN[j] = BI[amap + <long>k * stride + 1 + 2 * m + j]
+                PIECE[j] = <char*>n.v + <size_t>BI[amap + <long>k * stride + 1 + m + j] * isz
+            g.dev.gather(buf, PIECE, PLEN, m, isz)
         P = &BN[pn + 1 + k]
         P[0] = a[0]
         P.v = buf
@@ -794,7 +802,7 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     if S.fix != NULL:
         S.fix(g, &BN[pn])
     t1 = _now()
-    K.fwd(g, &BN[pn])
+    run_fwd(g, &BN[pn])
     tk = _now() - t1
     g.nodes, g.ipool = saved_nodes, saved_ipool
     if g.check:
@@ -932,7 +940,6 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
     cdef char* q
     cdef char* buf
     cdef bint direct
-    cdef OpKernel* K = kernel(P.op)
     cdef Node* saved_nodes
     cdef int* saved_ipool
     cdef double t1, tk = 0
@@ -989,7 +996,7 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
                 A.g = <char*>g.nodes[BI[base + 1]].g + <size_t>BI[base + 1 + m] * isz
             else:
                 buf = <char*>arena_alloc(&g.dx, <size_t>tot * isz)
-                memset(buf, 0, <size_t>tot * isz)
+                g.dev.zero(buf, <size_t>tot * isz)
                 A.g = buf
                 tp[k] = buf
         saved_nodes, saved_ipool = g.nodes, g.ipool
@@ -997,7 +1004,7 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
         t1 = _now()
         for k in range(B.nargs):
             if BN[B.pn + 1 + k].g != NULL:
-                K.bwd(g, &BN[B.pn], k)
+                run_bwd(g, &BN[B.pn], k)
         tk = _now() - t1
         g.nodes, g.ipool = saved_nodes, saved_ipool
         # scatter-add the gathered argument gradients
@@ -1005,13 +1012,11 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
             if tp[k] == NULL:
                 continue
             base = B.amap + <long>k * stride
-            o = 0
+            _pieces(m)
             for j in range(m):
-                L = BI[base + 1 + 2 * m + j]
-                q = _member_grad(g, B, base, j, nid)
-                if q != NULL:
-                    _blas.vadd(g.dtype, L, tp[k] + <size_t>o * isz, q)
-                o += L
+                PLEN[j] = BI[base + 1 + 2 * m + j]
+                PIECE[j] = _member_grad(g, B, base, j, nid)
+            g.dev.scatter_add(PIECE, tp[k], PLEN, m, g.dtype)
     finally:
         if tp != temps:
             free(tp)

@@ -12,6 +12,7 @@ from libc.stdlib cimport malloc, realloc, free, calloc
 from libc.string cimport memset, memcpy, strncpy
 from libc.math cimport sqrt, log, cos, isfinite, M_PI
 from libc.stdint cimport uintptr_t
+from dyn._core._device cimport cpu_device
 
 cdef Graph G
 cdef OpKernel KT[256]
@@ -145,20 +146,17 @@ cdef size_t round_up(size_t n) noexcept nogil:
 cdef size_t MAX_BLOCK = (<size_t>1) << 46
 
 cdef void* _aligned_block(size_t nbytes) except NULL:
-    # malloc'd blocks are 16-byte aligned; we keep 64-byte alignment by
-    # over-allocating and storing the raw pointer just before the block.
-    cdef char* raw = NULL
+    """A block of the graph's device memory (64-byte aligned), or MemoryError."""
+    cdef void* p = NULL
     if nbytes <= MAX_BLOCK:
-        raw = <char*>malloc(nbytes + ALIGN + sizeof(void*))
-    if raw == NULL:
+        p = G.dev.alloc(nbytes)
+    if p == NULL:
         raise MemoryError("dyn: cannot allocate %d bytes for the graph arena" % nbytes)
-    cdef uintptr_t p = (<uintptr_t>raw + sizeof(void*) + ALIGN - 1) & ~(<uintptr_t>ALIGN - 1)
-    (<void**>p)[-1] = raw
-    return <void*>p
+    return p
 
 cdef void _free_block(void* p) noexcept:
     if p != NULL:
-        free((<void**>p)[-1])
+        G.dev.release(p)
 
 cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL:
     """nbytes from the arena. When the block is full a new, larger one is chained (live values in the
@@ -249,15 +247,17 @@ cdef Graph* cg() noexcept nogil:
 cdef OpKernel* kernel(int op) noexcept nogil:
     return &KT[op]
 
-cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=0) except -1:
+cdef int declare_op(str name, shape_fn shape, int aux=0) except -1:
+    """A new operation: its name, its shape rule (shared by every device) and its scratch per output
+    element (in items). Devices then add their kernels with set_kernels. Returns the op code."""
     global NK
+    cdef int d, t
     if name in OPCODES:
         raise RuntimeError("dyn: two kernels are registered as %r" % name)
     if NK >= 256:
         raise RuntimeError("dyn: too many operations")
+    memset(&KT[NK], 0, sizeof(OpKernel))
     KT[NK].shape = shape
-    KT[NK].fwd = fwd
-    KT[NK].bwd = bwd
     KT[NK].aux_bytes_per_elem = aux
     ABT[NK].flags = 0
     ABT[NK].share = 0
@@ -270,6 +270,32 @@ cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=0
     OPCODES[name] = NK
     NK += 1
     return NK - 1
+
+
+cdef int set_kernels(int op, int device, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32=NULL, kbwd_fn b64=NULL) except -1:
+    """Device `device`'s float32 and float64 forward and backward kernels of op (backward NULL: the op
+    passes no gradient, as random leaves)."""
+    if op < 0 or op >= NK or device < 0 or device >= NDEV:
+        raise ValueError("set_kernels: no operation %d or device %d" % (op, device))
+    KT[op].kfwd[device][0] = f32
+    KT[op].kfwd[device][1] = f64
+    KT[op].kbwd[device][0] = b32
+    KT[op].kbwd[device][1] = b64
+    return 0
+
+
+cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=0) except -1:
+    """declare_op with one CPU forward/backward pair that switches on the graph's dtype itself (the
+    form kernels had before the table)."""
+    cdef int op = declare_op(name, shape, aux)
+    KT[op].fwd = fwd
+    KT[op].bwd = bwd
+    return op
+
+
+cdef bint _has_kernel(int op) noexcept nogil:
+    return KT[op].kfwd[G.device][G.dtype] != NULL or (G.device == DEV_CPU and KT[op].fwd != NULL)
+
 
 # ---------------------------------------------------------------- autobatching specs
 
@@ -445,6 +471,10 @@ cdef int finish_node(int nid) except -1:
     cdef Node* n = &G.nodes[nid]
     cdef int ni0 = n.arg_off
     try:
+        if not _has_kernel(n.op):
+            raise NotImplementedError("%s has no %s kernel on the %s device"
+                                      % (_label(n), "float64" if G.dtype else "float32",
+                                         "GPU" if G.device == DEV_GPU else "CPU"))
         KT[n.op].shape(&G, n)
         if not _dim_ok(&n.dim):           # (the label is a Python string: made only on failure)
             _dim_fail(&n.dim, _label(n))
@@ -483,7 +513,7 @@ cdef int exec_node(int i) except -1:
         n.v = arena_alloc(&G.fx, <size_t>dim_total(&n.dim) * G.itemsize)
     if n.naux:
         n.aux = arena_alloc(&G.fx, <size_t>n.naux * G.itemsize)
-    KT[n.op].fwd(&G, n)
+    run_fwd(&G, n)
     n.flags |= F_DONE
     if G.check:
         _check_finite(i)
@@ -578,7 +608,7 @@ cdef bint seed_backward(int nid, const unsigned char* live) noexcept:
     target and seed d nid / d nid = 1. False when nid is not live (nothing
     needs its gradient: the backward pass stops here)."""
     cdef Node* n = &G.nodes[nid]
-    memset(G.dx.base, 0, G.dx.used)
+    G.dev.zero(G.dx.base, G.dx.used)
     G.bwd_target = nid
     if not live[nid]:
         return False
@@ -610,12 +640,11 @@ cdef void node_backward(int i, const unsigned char* live) noexcept:
     cdef Node* n = &G.nodes[i]
     cdef int j
     if n.nargs == 0:
-        if KT[n.op].bwd != NULL:
-            KT[n.op].bwd(&G, n, -1)
+        run_bwd(&G, n, -1)
         return
     for j in range(n.nargs):
         if live[G.ipool[n.arg_off + j]]:
-            KT[n.op].bwd(&G, n, j)
+            run_bwd(&G, n, j)
 
 # ---------------------------------------------------------------- graph API
 
@@ -770,6 +799,8 @@ def seed(unsigned long long s):
 
 def _init_graph():
     memset(&G, 0, sizeof(Graph))
+    G.dev = cpu_device()
+    G.device = G.dev.kind
     G.itemsize = 4
     G.bwd_target = -1
     G.fx.base = <char*>_aligned_block(INITIAL_BYTES)

@@ -5,6 +5,8 @@
 # gradients live in two bump-pointer arenas; parameters live in their pool and
 # parameter nodes point straight at it (no copy).
 
+from dyn._core._device cimport Device
+
 cdef enum:
     MAXD = 7          # dims per tensor, as DyNet
     MAX_ELEMS = 2147483647   # elements per tensor (batch included): kernels count them in C ints
@@ -71,6 +73,8 @@ ctypedef struct Graph:
     Arena dx          # gradients
     int computed      # nodes [0, computed) hold values
     int dtype         # 0 float32, 1 float64
+    int device        # DEV_CPU (the kernel table's device axis: dev.kind)
+    Device* dev       # owns the arenas' memory; clears, gathers and scatter-adds values
     int itemsize
     long version
     long serial       # the next node's serial
@@ -84,9 +88,24 @@ ctypedef int (*shape_fn)(Graph* g, Node* n) except -1
 ctypedef void (*fwd_fn)(Graph* g, Node* n) noexcept
 ctypedef void (*bwd_fn)(Graph* g, Node* n, int i) noexcept
 
+# ---- the kernel table: one shape rule per op, kernels per device and float type
+# A device registers, per op, its float32 and float64 kernels (set_kernels): typically the two
+# specialisations of one fused function over `real`, cast to these pointer types. y is the node's
+# value (n.v) and gy its gradient (n.g), typed by the kernel; backward adds the gradient of
+# argument i into arg(g, n, i).g (i = -1: a leaf's hook, e.g. a lookup marking its rows).
+cdef enum:
+    DEV_CPU = 0
+    DEV_GPU = 1
+    NDEV = 2
+
+ctypedef void (*kfwd_fn)(Graph* g, Node* n, void* y) noexcept
+ctypedef void (*kbwd_fn)(Graph* g, Node* n, int i, void* gy) noexcept
+
 ctypedef struct OpKernel:
     shape_fn shape
-    fwd_fn fwd
+    kfwd_fn kfwd[2][2]      # [device][dtype]
+    kbwd_fn kbwd[2][2]
+    fwd_fn fwd              # (kernels written before the table: one function for both dtypes)
     bwd_fn bwd
     int aux_bytes_per_elem   # scratch per output element (in items)
     char name[32]
@@ -146,6 +165,26 @@ cdef size_t round_up(size_t n) noexcept nogil
 cdef Graph* cg() noexcept nogil
 cdef OpKernel* kernel(int op) noexcept nogil
 cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=*) except -1
+cdef int declare_op(str name, shape_fn shape, int aux=*) except -1
+cdef int set_kernels(int op, int device, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32=*, kbwd_fn b64=*) except -1
+
+
+cdef inline void run_fwd(Graph* g, Node* n) noexcept:
+    """Node n's forward on the graph's device and float type: the one place kernels are chosen."""
+    cdef OpKernel* k = kernel(n.op)
+    if k.kfwd[g.device][g.dtype] != NULL:
+        k.kfwd[g.device][g.dtype](g, n, n.v)
+    elif k.fwd != NULL:
+        k.fwd(g, n)
+
+
+cdef inline void run_bwd(Graph* g, Node* n, int i) noexcept:
+    """Node n's backward into argument i (-1: a leaf's hook), as run_fwd."""
+    cdef OpKernel* k = kernel(n.op)
+    if k.kbwd[g.device][g.dtype] != NULL:
+        k.kbwd[g.device][g.dtype](g, n, i, n.g)
+    elif k.bwd != NULL:
+        k.bwd(g, n, i)
 
 # dims
 cdef inline int dim_size(const Dim* d) noexcept nogil:
