@@ -14,7 +14,7 @@ from dyn._core._expr cimport (
     node1, node2, noden, finish, Expression, set_binop, binop_fn, BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV)
 from dyn._core._bcast cimport real, BIter, bi_init, bi_next, same_shape, _ext
 from dyn._core cimport _blas
-from dyn._core._kutil cimport arg_dims, batch_rule, expr_arg, g_node
+from dyn._core._kutil cimport arg_dims, batch_rule, expr_arg, g_node, number_arg
 
 cdef extern from "_fastmath.h" nogil:
     # a bias gradient over a whole batch in one pass (float32)
@@ -227,12 +227,18 @@ cdef void bwd_affs(Graph* g, Node* n, int i) noexcept:
 cdef int OP_AFFS = register_op("scalar_affine", _shape_same, fwd_affs, bwd_affs)
 
 
-cpdef Expression scalar_affine(object x, double a, double c):
-    """x * a + c elementwise (numbers in +, -, *, / and unary minus)."""
+cdef Expression _affs(object x, double a, double c):
+    """x * a + c elementwise (numbers in +, -, *, / and unary minus: a and c already floats)."""
     cdef int nid = node1(OP_AFFS, x)
     g_node(nid).fa[0] = a
     g_node(nid).fa[1] = c
     return finish(nid)
+
+
+def scalar_affine(x, a, c):
+    """The public op: a and c are numbers (not Cython's double conversion, which names no op
+    and takes True as 1.0)."""
+    return _affs(x, number_arg(a, "scalar_affine", "a"), number_arg(c, "scalar_affine", "c"))
 
 
 cdef bint _num(object x):
@@ -259,9 +265,9 @@ cpdef object add(object x, object y):
     if isinstance(y, Expression) and isinstance(x, Expression):
         return _cwise(ADD, x, y)
     if _num(y):
-        return scalar_affine(x, 1.0, float(y))
+        return _affs(x, 1.0, float(y))
     if _num(x):
-        return scalar_affine(y, 1.0, float(x))
+        return _affs(y, 1.0, float(x))
     return _other("+", x, y)
 
 
@@ -269,9 +275,9 @@ cpdef object sub(object x, object y):
     if isinstance(y, Expression) and isinstance(x, Expression):
         return _cwise(SUB, x, y)
     if _num(y):
-        return scalar_affine(x, 1.0, -float(y))
+        return _affs(x, 1.0, -float(y))
     if _num(x):
-        return scalar_affine(y, -1.0, float(x))
+        return _affs(y, -1.0, float(x))
     return _other("-", x, y)
 
 
@@ -279,22 +285,22 @@ cpdef object mul(object x, object y):
     if isinstance(y, Expression) and isinstance(x, Expression):
         return matmul(x, y)
     if _num(y):
-        return scalar_affine(x, float(y), 0.0)
+        return _affs(x, float(y), 0.0)
     if _num(x):
-        return scalar_affine(y, float(x), 0.0)
+        return _affs(y, float(x), 0.0)
     return _other("*", x, y)
 
 
 cpdef object div(object x, object y):
     if isinstance(x, Expression) and _num(y):
-        return scalar_affine(x, 1.0 / float(y), 0.0)
+        return _affs(x, 1.0 / float(y), 0.0)
     raise NotImplementedError(
         "Expression / %s: only division by a number is supported (use dy.cdiv for "
         "elementwise division)" % type(y).__name__)
 
 
 def neg(x):
-    return scalar_affine(x, -1.0, 0.0)
+    return _affs(x, -1.0, 0.0)
 
 
 set_binop(BIN_ADD, <binop_fn>add)

@@ -18,11 +18,14 @@ reuses Col for dCol (after taking dF from it when the filter needs a
 gradient too); ia[5] records the state of Col (see _conv_bwd).
 """
 from libc.string cimport memset, memcpy
+import operator
+
+from numpy import bool_ as np_bool
 from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_str, arg
 from dyn._core._expr cimport node1, node2, noden, finish
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
-from dyn._core._kutil cimport arg_dims, batch_rule
+from dyn._core._kutil cimport arg_dims, batch_rule, flag_arg
 
 ctypedef struct Geo:
     int H, W, C         # one batch element of x
@@ -346,12 +349,19 @@ cdef tuple _pair(object v, str name, str what):
     v = list(v)
     if len(v) != 2:
         raise ValueError("%s: %s must have two elements (rows, columns), got %r" % (name, what, v))
-    for e in v:
-        if isinstance(e, float) or not hasattr(e, "__index__"):
-            raise TypeError("%s: %s must be integers, got %r" % (name, what, v))
+    for i in range(2):
+        e = v[i]
+        if type(e) is not int:
+            # True is no size; a numpy array has __index__ but is no integer either
+            if isinstance(e, (float, bool, np_bool)) or not hasattr(e, "__index__"):
+                raise TypeError("%s: %s must be integers, got %r" % (name, what, v))
+            try:
+                v[i] = e = operator.index(e)
+            except TypeError:
+                raise TypeError("%s: %s must be integers, got %r" % (name, what, v)) from None
         if e <= 0 or e > 0x7fffffff:
             raise ValueError("%s: %s must be positive, got %r" % (name, what, v))
-    return int(v[0]), int(v[1])
+    return v[0], v[1]
 
 
 def conv2d(x, f, stride, is_valid=True, b=None):
@@ -444,11 +454,12 @@ cdef int OP_POOL = register_op("maxpooling2d", _shape_pool, fwd_pool, bwd_pool, 
 def maxpooling2d(x, ksize, stride, is_valid=True):
     kh, kw = _pair(ksize, "maxpooling2d", "ksize")
     sh, sw = _pair(stride, "maxpooling2d", "stride")
+    cdef bint valid = flag_arg(is_valid, "maxpooling2d", "is_valid")
     cdef int nid = node1(OP_POOL, x)
     cdef Node* n = &cg().nodes[nid]
     n.ia[0] = sh
     n.ia[1] = sw
-    n.ia[2] = 1 if is_valid else 0
+    n.ia[2] = valid
     n.ia[3] = kh
     n.ia[4] = kw
     return finish(nid)

@@ -19,7 +19,7 @@ from dyn._core._graph cimport (
 from dyn._core._expr cimport node1, node2, noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
-from dyn._core._kutil cimport batch_ptr, arg_dims, batch_rule, expr_arg, g_node, looks_like_vector
+from dyn._core._kutil cimport batch_ptr, arg_dims, batch_rule, expr_arg, g_node, int_arg, looks_like_vector
 
 # ---------------------------------------------------------------- helpers
 
@@ -572,10 +572,7 @@ cdef int OP_KMH = register_op("kmh_ngram", _shape_kmh, fwd_kmh, bwd_kmh)
 
 def kmh_ngram(x, n):
     expr_arg(x, "kmh_ngram")
-    try:
-        k = operator.index(n)
-    except TypeError:
-        raise TypeError("kmh_ngram: n must be an integer, got %r" % (n,)) from None
+    k = int_arg(n, "kmh_ngram", "n")
     if k < 1 or k > 0x7fffffff:
         raise ValueError("kmh_ngram: n must be a positive integer, got %d" % k)
     cdef int nid = node1(OP_KMH, x)

@@ -17,7 +17,7 @@ from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_size, dim_cols, dim_str, arg, idx, set_indices, dim_eq_nobatch)
 from dyn._core._expr cimport node1, node2, finish, Expression
 from dyn._core._bcast cimport real
-from dyn._core._kutil cimport batch_off, batch_rule, expr_arg, g_node, index_arg, indices_arg, looks_like_vector, number_arg, scalar_out
+from dyn._core._kutil cimport batch_off, batch_rule, expr_arg, g_node, index_arg, indices_arg, int_arg, looks_like_vector, number_arg, scalar_out
 
 # ---------------------------------------------------------------- helpers
 
@@ -236,10 +236,7 @@ cdef int OP_HINGE_DIM = register_op("hinge_dim", _shape_hdim, fwd_hdim, bwd_hdim
 def hinge_dim(x, v, d=0, m=1.0):
     expr_arg(x, "hinge_dim")
     vs = indices_arg(v, "hinge_dim", "v")
-    try:
-        d = operator.index(d)
-    except TypeError:
-        raise TypeError("hinge_dim: d must be an integer, got %r" % (d,)) from None
+    d = int_arg(d, "hinge_dim", "d")
     if d != 0 and d != 1:
         raise ValueError("hinge_dim: d must be 0 (each column) or 1 (each row), got %d" % d)
     cdef double mv = _margin(m, "hinge_dim")

@@ -17,7 +17,7 @@ from dyn._core._graph cimport set_autobatch, AB_ON, ABA_NO, ABA_CAT, ABA_SHARE
 from dyn._core._expr cimport noden, node2, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
-from dyn._core._kutil cimport arg_dims, batch_ptr, expr_arg, g_node, looks_like_vector, lstm_gate_act
+from dyn._core._kutil cimport arg_dims, batch_ptr, expr_arg, g_node, looks_like_vector, lstm_gate_act, number_arg
 
 cdef extern from "_fastmath.h" nogil:
     void dyn_tanh_f32(float* y, const float* x, long n)
@@ -332,10 +332,7 @@ cdef Expression _gates(list xs, object h, object Wx, object Wh, object b, object
     args = xs + [h, Wx, Wh, b] + ([mx, mh] if flags & DROP else [])
     for e in args:
         expr_arg(e, name)
-    try:
-        sd = float(std)
-    except (TypeError, ValueError):
-        raise TypeError("%s: weightnoise_std must be a number, got %r" % (name, std)) from None
+    sd = number_arg(std, name, "weightnoise_std")     # not float(std): '0.5' and True are no spread
     if not 0.0 <= sd < INFINITY:     # NaN and inf too: noise of infinite spread is no value
         raise ValueError("%s: weightnoise_std must be a finite number >= 0, got %r" % (name, sd))
     cdef int nid = noden(OP_GATES, args, name)

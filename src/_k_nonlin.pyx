@@ -16,7 +16,7 @@ from dyn._core._graph cimport (
 from dyn._core._expr cimport node1, noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core cimport _blas
-from dyn._core._kutil cimport batch_rule, expr_arg, g_node, index_arg
+from dyn._core._kutil cimport batch_rule, expr_arg, g_node, index_arg, int_arg, number_arg
 
 cdef extern from "_fastmath.h" nogil:
     # vectorisable float32 tanh/logistic (about 2 ulp; glibc's are scalar)
@@ -269,10 +269,7 @@ cdef int OP_LOGSOFTMAX = register_op("log_softmax", _shape_sm, fwd_sm, bwd_sm)
 
 def softmax(x, d=0):
     expr_arg(x, "softmax")
-    try:
-        d = operator.index(d)
-    except TypeError:
-        raise TypeError("softmax: d must be an integer, got %r" % (d,)) from None
+    d = int_arg(d, "softmax", "d")
     if d != 0 and d != 1:
         raise ValueError("softmax: d must be 0 (columns) or 1 (rows), got %d" % d)
     cdef int nid = node1(OP_SOFTMAX, x)
@@ -600,10 +597,7 @@ cdef int OP_DROPOUT = register_op("dropout", _shape_same, fwd_drop, bwd_drop, 1)
 
 def dropout(x, p):
     expr_arg(x, "dropout")
-    try:
-        p = float(p)
-    except (TypeError, ValueError):
-        raise TypeError("dropout: p must be a number, got %r" % (p,)) from None
+    p = number_arg(p, "dropout", "p")      # not float(p): '0.5' and True are no probability
     if not 0.0 <= p <= 1.0:
         raise ValueError("dropout: p must be in [0, 1], got %r" % p)
     cdef int nid = node1(OP_DROPOUT, x)
@@ -639,10 +633,7 @@ cdef int OP_NOISE = register_op("noise", _shape_same, fwd_noise, bwd_identity)
 
 def noise(x, stddev):
     expr_arg(x, "noise")
-    try:
-        stddev = float(stddev)
-    except (TypeError, ValueError):
-        raise TypeError("noise: stddev must be a number, got %r" % (stddev,)) from None
+    stddev = number_arg(stddev, "noise", "stddev")
     if not stddev >= 0.0:
         raise ValueError("noise: stddev must be >= 0, got %r" % stddev)
     cdef int nid = node1(OP_NOISE, x)

@@ -12,7 +12,6 @@ innermost run is either reduced (a contiguous loop into one double) or kept
 its elements is reduced as a strided run instead), and the outer runs only
 move an output offset. Accumulation is in double for float32 and float64.
 """
-from operator import index as _index
 
 from libc.math cimport sqrt, exp, expf, log, INFINITY
 from libc.string cimport memset
@@ -21,7 +20,7 @@ from dyn._core._graph cimport (
     Graph, Node, Dim, cg, register_op, dim_total, dim_str, arg, op_name)
 from dyn._core._expr cimport node1, finish, Expression
 from dyn._core._bcast cimport real, _ext
-from dyn._core._kutil cimport expr_arg
+from dyn._core._kutil cimport expr_arg, flag_arg, int_arg
 
 # what is accumulated per output (ia[0])
 cdef enum:
@@ -487,9 +486,7 @@ cdef int OP_FOLD = register_op("fold_rows", _shape_fold, fwd_red, bwd_red)
 cdef long _int(object v, str name, str what, long lo) except? -1:
     """An int-like (not a float) >= lo that fits a C int."""
     if type(v) is not int:
-        if isinstance(v, float) or not hasattr(v, "__index__"):
-            raise TypeError("%s: %s must be an integer, got %r" % (name, what, v))
-        v = _index(v)
+        v = int_arg(v, name, what)      # not a bool, a float or an array
     if v < lo:
         raise ValueError("%s: %s must be >= %d, got %d" % (name, what, lo, v))
     if v > 0x7fffffff:
@@ -502,9 +499,7 @@ cdef int _dim_arg(object v, int op) except? -1:
     cdef int over
     cdef long k
     if type(v) is not int:
-        if isinstance(v, float) or not hasattr(v, "__index__"):
-            raise TypeError("%s: dimensions must be integers, got %r" % (op_name(op), v))
-        v = _index(v)
+        v = int_arg(v, op_name(op), "each dimension of d")     # not a bool, a float or an array
     k = PyLong_AsLongAndOverflow(v, &over)
     if over or k > 0x7fffffff or k < -0x7fffffff:
         return 0x7fffffff if over > 0 or k > 0 else -0x7fffffff
@@ -547,7 +542,8 @@ cdef Expression _reduction(int op, object x, list dims, bint alldims, bint batch
 def sum_dim(x, d, b=False, n=0):
     expr_arg(x, "sum_dim")
     _check_list(d, OP_SUM_DIM)
-    return _reduction(OP_SUM_DIM, x, d, False, b, K_SUM, 1, False, 0)
+    _int(n, "sum_dim", "n", 0)      # ignored, as DyNet's (unsigned) n, but still an integer
+    return _reduction(OP_SUM_DIM, x, d, False, flag_arg(b, "sum_dim", "b"), K_SUM, 1, False, 0)
 
 
 def moment_dim(x, d, r, b, n=0, bint mean=False):

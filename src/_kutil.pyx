@@ -2,7 +2,7 @@
 """Argument checks and the batch rule shared by the kernel families."""
 import operator
 
-from numpy import bool_ as np_bool, ndarray
+from numpy import bool_ as np_bool, integer as np_integer, ndarray
 
 from dyn._core._graph cimport Graph, Node, arg, dim_str
 from dyn._core._expr cimport Expression
@@ -70,3 +70,33 @@ cdef double number_arg(object v, str name, str what) except? -1.0:
         return float(v)
     except (TypeError, ValueError):
         raise TypeError("%s: %s must be a number, got %r" % (name, what, v)) from None
+
+
+cdef str show(object v):
+    """A short description of a bad value for a message (as dyn/ops/_check.py's _show)."""
+    if isinstance(v, ndarray):
+        return "a numpy array of shape %r" % (v.shape,)
+    r = repr(v)
+    return "%s %s" % (type(v).__name__, r if len(r) <= 40 else r[:37] + "...")
+
+
+cdef object int_arg(object v, str name, str what):
+    """A Python int from an int-like (numpy integers too; not a bool or a float): range
+    checks are the caller's, which knows what the integer is for."""
+    if type(v) is int:
+        return v
+    if isinstance(v, (bool, np_bool, float)) or not hasattr(v, "__index__"):
+        raise TypeError("%s: %s must be an integer, got %s" % (name, what, show(v)))
+    try:
+        return operator.index(v)
+    except TypeError:       # e.g. a numpy array of more than one element
+        raise TypeError("%s: %s must be an integer, got %s" % (name, what, show(v))) from None
+
+
+cdef bint flag_arg(object v, str name, str what) except -1:
+    """A bool (numpy bools and the ints 0 and 1 too, as DyNet's C++ bool): not any truth value."""
+    if v is True or v is False:
+        return v is True
+    if isinstance(v, np_bool) or (isinstance(v, (int, np_integer)) and (v == 0 or v == 1)):
+        return bool(v)
+    raise TypeError("%s: %s must be True or False, got %s" % (name, what, show(v)))

@@ -85,52 +85,6 @@ ALLOWED = {
     ("strided_select", "strides", "huge entry"),
 }
 
-# Checks still to be made in compiled kernels outside dyn/ops (the direct-bound
-# ops have no Python frame to check in): xfail, not strict, so they pass once fixed.
-PENDING = {
-    ("dropout", "p", "bool"): "src/_k_nonlin.pyx dropout: p=True taken as 1.0",
-    ("dropout", "p", "str"): "src/_k_nonlin.pyx dropout: p='0.5' parsed as a number",
-    ("noise", "stddev", "bool"): "src/_k_nonlin.pyx noise: stddev=True taken as 1.0",
-    ("noise", "stddev", "str"): "src/_k_nonlin.pyx noise: stddev='0.5' parsed as a number",
-    ("softmax", "d", "bool"): "src/_k_nonlin.pyx softmax: d=True taken as 1",
-    ("hinge_dim", "d", "bool"): "src/_k_loss.pyx hinge_dim: d=True taken as 1",
-    ("kmh_ngram", "n", "bool"): "src/_k_linalg.pyx kmh_ngram: n=True taken as 1",
-    ("sum_dim", "d", "bool entry"): "src/_k_reduce.pyx sum_dim: d=[True] taken as [1]",
-    ("sum_dim", "b", "None"): "src/_k_reduce.pyx sum_dim: b is any truth value",
-    ("sum_dim", "b", "str"): "src/_k_reduce.pyx sum_dim: b is any truth value",
-    ("sum_dim", "b", "float"): "src/_k_reduce.pyx sum_dim: b is any truth value",
-    ("sum_dim", "b", "ndarray"): "src/_k_reduce.pyx sum_dim: b is any truth value",
-    ("sum_dim", "n", "bool"): "src/_k_reduce.pyx sum_dim: n (ignored) is not checked",
-    ("sum_dim", "n", "None"): "src/_k_reduce.pyx sum_dim: n (ignored) is not checked",
-    ("sum_dim", "n", "str"): "src/_k_reduce.pyx sum_dim: n (ignored) is not checked",
-    ("sum_dim", "n", "float"): "src/_k_reduce.pyx sum_dim: n (ignored) is not checked",
-    ("sum_dim", "n", "ndarray"): "src/_k_reduce.pyx sum_dim: n (ignored) is not checked",
-    ("sum_dim", "n", "complex"): "src/_k_reduce.pyx sum_dim: n (ignored) is not checked",
-    ("sum_dim", "n", "huge"): "src/_k_reduce.pyx sum_dim: n (ignored) is not checked",
-    ("sum_dim", "n", "-huge"): "src/_k_reduce.pyx sum_dim: n (ignored) is not checked",
-}
-for _what in ("a", "c"):
-    for _label in ("None", "str", "ndarray", "bool", "complex", "list"):
-        PENDING[("scalar_affine", _what, _label)] = (
-            "src/_k_arith.pyx scalar_affine: Cython's double conversion, unnamed (or True as 1.0)"
-        )
-for _label in ("None", "str", "float", "ndarray"):
-    PENDING[("maxpooling2d", "is_valid", _label)] = (
-        "src/_k_conv.pyx maxpooling2d: is_valid is any truth value"
-    )
-for _what in ("ksize", "stride"):
-    PENDING[("maxpooling2d", _what, "bool entry")] = "src/_k_conv.pyx maxpooling2d: True taken as 1"
-for _name in (
-    "vanilla_lstm_gates",
-    "vanilla_lstm_gates_concat",
-    "vanilla_lstm_gates_dropout",
-    "vanilla_lstm_gates_dropout_concat",
-):
-    for _label in ("str", "bool"):
-        PENDING[(_name, "weightnoise_std", _label)] = (
-            "src/_k_lstm.pyx: weightnoise_std='0.5' parsed as a number, True taken as 1.0"
-        )
-
 
 def _kind(value):
     if isinstance(value, bool):
@@ -203,9 +157,6 @@ def _build(spec, replace=None):
 
 
 def _check(name, what, label, bad, exc):
-    key = (name, what, label)
-    if key in PENDING:
-        pytest.xfail(PENDING[key])
     spec = REGISTRY[name]
     dy.renew_cg()
     before = _graph.num_nodes()
@@ -369,6 +320,18 @@ def test_numpy_integers_still_work():
     )
     assert dy.mean_dim(x, [0], np.bool_(False)).dim() == ((4,), 1)
     assert dy.mean_dim(x, [0], 0).dim() == ((4,), 1)
+    # the compiled wrappers' checks (src/_kutil.pyx int_arg, number_arg, flag_arg) take them too
+    assert dy.sum_dim(x, [np.int32(0)], np.bool_(True), np.int64(3)).dim() == ((4,), 1)
+    assert dy.sum_dim(x, [1], 1, 0).dim() == ((3,), 1)
+    assert dy.softmax(x, np.int64(1)).dim() == ((3, 4), 1)
+    assert dy.kmh_ngram(x, np.int64(2)).dim() == ((3, 3), 1)
+    assert dy.dropout(x, np.float32(0.5)).dim() == ((3, 4), 1)
+    assert dy.dropout(x, 0).dim() == ((3, 4), 1)
+    assert dy.noise(x, np.array(0.5)).dim() == ((3, 4), 1)
+    np.testing.assert_allclose(
+        dy.scalar_affine(x, np.float32(2), 1).npvalue(), np.arange(12.0).reshape(3, 4) * 2 + 1
+    )
+    assert dy.maxpooling2d(x, [np.int64(2), 2], (2, 2), np.bool_(False)).dim() == ((2, 2), 1)
 
 
 @pytest.mark.parametrize(
