@@ -146,8 +146,12 @@ def test_lstm_gates_errors():
     _raises(ValueError, "vanilla_lstm_gates: Wx must not be batched", f, x, h, _t((8, 3), 2), Wh, b)
     _raises(ValueError, "vanilla_lstm_gates: b must not be batched", f, x, h, Wx, Wh, _t((8,), 2))
     _raises(ValueError, "vanilla_lstm_gates: batch sizes differ", f, _t((3,), 2), _t((2,), 3), Wx, Wh, b)
-    _raises(ValueError, "vanilla_lstm_gates: weightnoise_std must be >= 0", f, x, h, Wx, Wh, b, -0.1)
+    # finite: an infinite spread made NaN weights, so ">= 0" alone would misstate the rule
+    for bad in (-0.1, float("inf"), float("nan")):
+        msg = "^vanilla_lstm_gates: weightnoise_std must be a finite number >= 0, got %r$" % bad
+        _raises(ValueError, msg, f, x, h, Wx, Wh, b, bad)
     _raises(TypeError, "vanilla_lstm_gates: weightnoise_std must be a number", f, x, h, Wx, Wh, b, "a")
+    _raises(TypeError, "vanilla_lstm_gates: weightnoise_std must be a number", f, x, h, Wx, Wh, b, True)
     _raises(TypeError, "vanilla_lstm_gates: expected an Expression", f, x, h, Wx, np.ones((8, 2)), b)
     fc = dy.vanilla_lstm_gates_concat
     _raises(ValueError, "vanilla_lstm_gates_concat: x_t_list is empty", fc, [], h, Wx, Wh, b)
