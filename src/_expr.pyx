@@ -14,10 +14,11 @@ from libc.stdint cimport uintptr_t
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from dyn._core._graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
-    register_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
+    declare_op, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
     set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, F_PTRS, idx,
     set_autobatch, AB_PARAM)
 from dyn._core cimport _blas
+from dyn._core._bcast cimport real
 from dyn.errors import StaleExpressionError
 
 cnp.import_array()
@@ -316,20 +317,17 @@ def graph_state():
 cdef int _shape_leaf(Graph* g, Node* n) except -1:
     return 0    # a leaf's Dim is given when it is created
 
-cdef void _fwd_none(Graph* g, Node* n) noexcept:
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
+
+cdef void _fwd_none(Graph* g, Node* n, real* y) noexcept:
     pass
 
-cdef void _fwd_const(Graph* g, Node* n) noexcept:
+cdef void _fwd_const(Graph* g, Node* n, real* y) noexcept:
     cdef int k, total = dim_total(&n.dim)
-    if g.dtype == 0:
-        for k in range(total):
-            (<float*>n.v)[k] = <float>n.fa[0]
-    else:
-        for k in range(total):
-            (<double*>n.v)[k] = n.fa[0]
-
-cdef void _bwd_none(Graph* g, Node* n, int i) noexcept:
-    pass
+    cdef real c = <real>n.fa[0]
+    for k in range(total):
+        y[k] = c
 
 cdef inline void _touch(Touch* t, int row) noexcept:
     if not t.flag[row]:
@@ -337,33 +335,45 @@ cdef inline void _touch(Touch* t, int row) noexcept:
         t.rows[t.n] = row
         t.n += 1
 
-cdef void _bwd_param(Graph* g, Node* n, int i) noexcept:
+cdef void _bwd_param(Graph* g, Node* n, int i, real* gy) noexcept:
     # a lookup table used whole, as a matrix: every row may have a gradient
     if n.aux != NULL:
         (<Touch*>n.aux).all = 1
 
-cdef void _bwd_lookup(Graph* g, Node* n, int i) noexcept:
+cdef void _bwd_lookup(Graph* g, Node* n, int i, real* gy) noexcept:
     _touch(<Touch*>n.aux, n.ia[0])
 
-cdef void _fwd_lookupb(Graph* g, Node* n) noexcept:
-    cdef int b, d = dim_size(&n.dim), isz = g.itemsize
+cdef void _fwd_lookupb(Graph* g, Node* n, real* y) noexcept:
+    cdef int b, d = dim_size(&n.dim)
     cdef int* rows = idx(g, n)
     for b in range(n.dim.bd):
-        memcpy(<char*>n.v + <size_t>b * d * isz, <char*>n.ptr + <size_t>rows[b] * d * isz, d * isz)
+        memcpy(y + <size_t>b * d, <real*>n.ptr + <size_t>rows[b] * d, d * sizeof(real))
 
-cdef void _bwd_lookupb(Graph* g, Node* n, int i) noexcept:
-    cdef int b, d = dim_size(&n.dim), isz = g.itemsize
+cdef void _bwd_lookupb(Graph* g, Node* n, int i, real* gy) noexcept:
+    cdef int b, k, d = dim_size(&n.dim)
     cdef int* rows = idx(g, n)
+    cdef real* gt
     for b in range(n.dim.bd):
-        _blas.axpy(g.dtype, d, 1.0, <char*>n.g + <size_t>b * d * isz,
-                   <char*>n.gptr + <size_t>rows[b] * d * isz)
+        gt = <real*>n.gptr + <size_t>rows[b] * d
+        for k in range(d):
+            gt[k] += gy[<size_t>b * d + k]
         _touch(<Touch*>n.aux, rows[b])
 
-OP_INPUT = register_op("input", _shape_leaf, _fwd_none, NULL)
-OP_CONST = register_op("constant", _shape_leaf, _fwd_const, NULL)
-OP_PARAM = register_op("parameter", _shape_leaf, _fwd_none, _bwd_param)
-OP_LOOKUP = register_op("lookup", _shape_leaf, _fwd_none, _bwd_lookup)
-OP_LOOKUPB = register_op("lookup_batch", _shape_leaf, _fwd_lookupb, _bwd_lookupb)
+
+cdef int _leaf(str name, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64) except -1:
+    cdef int op = declare_op(name, _shape_leaf)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
+
+
+OP_INPUT = _leaf("input", <kfwd_fn>_fwd_none[float], <kfwd_fn>_fwd_none[double], NULL, NULL)
+OP_CONST = _leaf("constant", <kfwd_fn>_fwd_const[float], <kfwd_fn>_fwd_const[double], NULL, NULL)
+OP_PARAM = _leaf("parameter", <kfwd_fn>_fwd_none[float], <kfwd_fn>_fwd_none[double],
+                 <kbwd_fn>_bwd_param[float], <kbwd_fn>_bwd_param[double])
+OP_LOOKUP = _leaf("lookup", <kfwd_fn>_fwd_none[float], <kfwd_fn>_fwd_none[double],
+                  <kbwd_fn>_bwd_lookup[float], <kbwd_fn>_bwd_lookup[double])
+OP_LOOKUPB = _leaf("lookup_batch", <kfwd_fn>_fwd_lookupb[float], <kfwd_fn>_fwd_lookupb[double],
+                   <kbwd_fn>_bwd_lookupb[float], <kbwd_fn>_bwd_lookupb[double])
 set_autobatch(OP_PARAM, AB_PARAM)     # inside automatic batches: shared by node id, never copied
 
 # ---------------------------------------------------------------- inputs
