@@ -5,6 +5,12 @@ ctypedef fused real:
     float
     double
 
+
+cdef inline int real_dtype(real* p) noexcept nogil:
+    """The dtype code (0 float32, 1 float64) of a kernel's `real`, fixed when it is compiled: for the
+    calls that still take one (_blas), so that a kernel never reads the graph's dtype."""
+    return 0 if real is float else 1
+
 ctypedef struct BIter:
     int nd            # 8: seven dims and the batch
     int ext[8]        # output extents
