@@ -16,10 +16,10 @@ from numpy import bool_ as _np_bool
 from dyn._core._graph import set_labels
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_PTR_ALL, elem_v, elem_g
 from dyn._core._graph cimport (
-    Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_str, arg, idx, set_indices,
-    finish_node, dim_eq_nobatch, MAXD)
+    Graph, Node, Dim, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, shape_fn, DEV_CPU, dim_size,
+    dim_total, dim_str, arg, idx, set_indices, finish_node, dim_eq_nobatch, MAXD)
 from dyn._core._expr cimport node1, node2, noden, finish, Expression
-from dyn._core._bcast cimport real, _ext
+from dyn._core._bcast cimport real, real_dtype, _ext
 from dyn._core cimport _blas
 from dyn._core._kutil cimport arg_dims
 
@@ -54,6 +54,14 @@ cdef inline void _move(real* dst, real* src, long m, bint acc) noexcept nogil:
 
 cdef inline Node* _node(int nid) noexcept:
     return &cg().nodes[nid]
+
+
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations, so no kernel asks which float type it runs in.
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64) except -1:
+    cdef int op = declare_op(name, shape)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
 
 
 cdef inline _as_int(object i, str name, str what):
@@ -163,23 +171,18 @@ cdef void _sel(real* y, real* x, Node* n, Node* a, int* ix, bint back) noexcept 
                     _move(yb + (o * K + j) * inner, xb + (o * L + i) * inner, inner, False)
 
 
-cdef void fwd_sel(Graph* g, Node* n) noexcept:
+cdef void fwd_sel(Graph* g, Node* n, real* y) noexcept:
     cdef Node* a = arg(g, n, 0)
-    if g.dtype == 0:
-        _sel(<float*>n.v, <float*>a.v, n, a, idx(g, n), False)
-    else:
-        _sel(<double*>n.v, <double*>a.v, n, a, idx(g, n), False)
+    _sel(y, <real*>a.v, n, a, idx(g, n), False)
 
 
-cdef void bwd_sel(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_sel(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, 0)
-    if g.dtype == 0:
-        _sel(<float*>n.g, <float*>a.g, n, a, idx(g, n), True)
-    else:
-        _sel(<double*>n.g, <double*>a.g, n, a, idx(g, n), True)
+    _sel(gy, <real*>a.g, n, a, idx(g, n), True)
 
 
-cdef int OP_SEL = register_op("select", _shape_sel, fwd_sel, bwd_sel)
+cdef int OP_SEL = _op("select", _shape_sel, <kfwd_fn>fwd_sel[float], <kfwd_fn>fwd_sel[double],
+                      <kbwd_fn>bwd_sel[float], <kbwd_fn>bwd_sel[double])
 set_labels("select", 3, _LABELS)
 
 
@@ -277,25 +280,26 @@ cdef int _shape_bsel(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_bsel(Graph* g, Node* n) noexcept:
+cdef void fwd_bsel(Graph* g, Node* n, real* y) noexcept:
     cdef Node* a = arg(g, n, 0)
-    cdef size_t s = <size_t>dim_size(&n.dim) * g.itemsize
+    cdef size_t s = <size_t>dim_size(&n.dim)
     cdef int b
     cdef int* ix = idx(g, n)
     for b in range(n.nidx):
-        memcpy(<char*>n.v + b * s, <char*>a.v + ix[b] * s, s)
+        memcpy(y + b * s, <real*>a.v + ix[b] * s, s * sizeof(real))
 
 
-cdef void bwd_bsel(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_bsel(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, 0)
     cdef int m = dim_size(&n.dim), b
-    cdef size_t s = <size_t>m * g.itemsize
+    cdef size_t s = <size_t>m
     cdef int* ix = idx(g, n)
     for b in range(n.nidx):
-        _blas.axpy(g.dtype, m, 1.0, <char*>n.g + b * s, <char*>a.g + ix[b] * s)
+        _blas.axpy(real_dtype(gy), m, 1.0, gy + b * s, <real*>a.g + ix[b] * s)
 
 
-cdef int OP_BSEL = register_op("pick_batch_elems", _shape_bsel, fwd_bsel, bwd_bsel)
+cdef int OP_BSEL = _op("pick_batch_elems", _shape_bsel, <kfwd_fn>fwd_bsel[float], <kfwd_fn>fwd_bsel[double],
+                       <kbwd_fn>bwd_bsel[float], <kbwd_fn>bwd_bsel[double])
 set_labels("pick_batch_elems", 3, _LABELS)
 
 
@@ -356,32 +360,27 @@ cdef void _cat(real* y, Node* a, Node* n, long off, bint back) noexcept nogil:
                 _move(yb + (o * L + off) * inner, xb + o * La * inner, La * inner, False)
 
 
-cdef void fwd_cat(Graph* g, Node* n) noexcept:
+cdef void fwd_cat(Graph* g, Node* n, real* y) noexcept:
     cdef long off = 0
     cdef int i
     cdef Node* a
     for i in range(n.nargs):
         a = arg(g, n, i)
-        if g.dtype == 0:
-            _cat(<float*>n.v, a, n, off, False)
-        else:
-            _cat(<double*>n.v, a, n, off, False)
+        _cat(y, a, n, off, False)
         off += _ext(&a.dim, n.ia[0])
 
 
-cdef void bwd_cat(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_cat(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef long off = 0
     cdef int j
     cdef Node* a = arg(g, n, i)
     for j in range(i):
         off += _ext(&arg(g, n, j).dim, n.ia[0])
-    if g.dtype == 0:
-        _cat(<float*>n.g, a, n, off, True)
-    else:
-        _cat(<double*>n.g, a, n, off, True)
+    _cat(gy, a, n, off, True)
 
 
-cdef int OP_CAT = register_op("concatenate", _shape_cat, fwd_cat, bwd_cat)
+cdef int OP_CAT = _op("concatenate", _shape_cat, <kfwd_fn>fwd_cat[float], <kfwd_fn>fwd_cat[double],
+                      <kbwd_fn>bwd_cat[float], <kbwd_fn>bwd_cat[double])
 set_labels("concatenate", 3, _LABELS)
 
 
@@ -415,24 +414,25 @@ cdef int _shape_catb(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_catb(Graph* g, Node* n) noexcept:
+cdef void fwd_catb(Graph* g, Node* n, real* y) noexcept:
     cdef size_t off = 0, m
     cdef int i
     for i in range(n.nargs):
-        m = <size_t>dim_total(&arg(g, n, i).dim) * g.itemsize
-        memcpy(<char*>n.v + off, arg(g, n, i).v, m)
+        m = <size_t>dim_total(&arg(g, n, i).dim)
+        memcpy(y + off, arg(g, n, i).v, m * sizeof(real))
         off += m
 
 
-cdef void bwd_catb(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_catb(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef size_t off = 0
     cdef int j
     for j in range(i):
-        off += <size_t>dim_total(&arg(g, n, j).dim) * g.itemsize
-    _blas.axpy(g.dtype, dim_total(&arg(g, n, i).dim), 1.0, <char*>n.g + off, arg(g, n, i).g)
+        off += <size_t>dim_total(&arg(g, n, j).dim)
+    _blas.axpy(real_dtype(gy), dim_total(&arg(g, n, i).dim), 1.0, gy + off, arg(g, n, i).g)
 
 
-cdef int OP_CATB = register_op("concatenate_to_batch", _shape_catb, fwd_catb, bwd_catb)
+cdef int OP_CATB = _op("concatenate_to_batch", _shape_catb, <kfwd_fn>fwd_catb[float], <kfwd_fn>fwd_catb[double],
+                       <kbwd_fn>bwd_catb[float], <kbwd_fn>bwd_catb[double])
 
 
 def concatenate_to_batch(xs):
@@ -504,23 +504,18 @@ cdef void _tr(real* y, real* x, Node* n, Node* a, int* p, bint back) noexcept no
                 j += 1
 
 
-cdef void fwd_tr(Graph* g, Node* n) noexcept:
+cdef void fwd_tr(Graph* g, Node* n, real* y) noexcept:
     cdef Node* a = arg(g, n, 0)
-    if g.dtype == 0:
-        _tr(<float*>n.v, <float*>a.v, n, a, idx(g, n), False)
-    else:
-        _tr(<double*>n.v, <double*>a.v, n, a, idx(g, n), False)
+    _tr(y, <real*>a.v, n, a, idx(g, n), False)
 
 
-cdef void bwd_tr(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_tr(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, 0)
-    if g.dtype == 0:
-        _tr(<float*>n.g, <float*>a.g, n, a, idx(g, n), True)
-    else:
-        _tr(<double*>n.g, <double*>a.g, n, a, idx(g, n), True)
+    _tr(gy, <real*>a.g, n, a, idx(g, n), True)
 
 
-cdef int OP_TR = register_op("transpose", _shape_tr, fwd_tr, bwd_tr)
+cdef int OP_TR = _op("transpose", _shape_tr, <kfwd_fn>fwd_tr[float], <kfwd_fn>fwd_tr[double],
+                     <kbwd_fn>bwd_tr[float], <kbwd_fn>bwd_tr[double])
 
 
 def transpose(x, dims):
@@ -556,15 +551,16 @@ cdef int _shape_rs(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_rs(Graph* g, Node* n) noexcept:
-    memcpy(n.v, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * g.itemsize)
+cdef void fwd_rs(Graph* g, Node* n, real* y) noexcept:
+    memcpy(y, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * sizeof(real))
 
 
-cdef void bwd_rs(Graph* g, Node* n, int i) noexcept:
-    _blas.axpy(g.dtype, dim_total(&n.dim), 1.0, n.g, arg(g, n, 0).g)
+cdef void bwd_rs(Graph* g, Node* n, int i, real* gy) noexcept:
+    _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, arg(g, n, 0).g)
 
 
-cdef int OP_RS = register_op("reshape", _shape_rs, fwd_rs, bwd_rs)
+cdef int OP_RS = _op("reshape", _shape_rs, <kfwd_fn>fwd_rs[float], <kfwd_fn>fwd_rs[double],
+                     <kbwd_fn>bwd_rs[float], <kbwd_fn>bwd_rs[double])
 
 
 def reshape(x, d, batch_size=1):
@@ -604,23 +600,18 @@ cdef void _powc(real* y, real* x, real* gy, real* gx, long m, double c, bint bac
             gx[i] += gy[i] * c * cpow(x[i], c - 1)
 
 
-cdef void fwd_powc(Graph* g, Node* n) noexcept:
+cdef void fwd_powc(Graph* g, Node* n, real* y) noexcept:
     cdef Node* a = arg(g, n, 0)
-    if g.dtype == 0:
-        _powc(<float*>n.v, <float*>a.v, NULL, NULL, dim_total(&n.dim), n.fa[0], False)
-    else:
-        _powc(<double*>n.v, <double*>a.v, NULL, NULL, dim_total(&n.dim), n.fa[0], False)
+    _powc(y, <real*>a.v, NULL, NULL, dim_total(&n.dim), n.fa[0], False)
 
 
-cdef void bwd_powc(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_powc(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, 0)
-    if g.dtype == 0:
-        _powc(NULL, <float*>a.v, <float*>n.g, <float*>a.g, dim_total(&n.dim), n.fa[0], True)
-    else:
-        _powc(NULL, <double*>a.v, <double*>n.g, <double*>a.g, dim_total(&n.dim), n.fa[0], True)
+    _powc(NULL, <real*>a.v, gy, <real*>a.g, dim_total(&n.dim), n.fa[0], True)
 
 
-cdef int OP_POWC = register_op("pow_const", _shape_same, fwd_powc, bwd_powc)
+cdef int OP_POWC = _op("pow_const", _shape_same, <kfwd_fn>fwd_powc[float], <kfwd_fn>fwd_powc[double],
+                       <kbwd_fn>bwd_powc[float], <kbwd_fn>bwd_powc[double])
 
 
 def pow_const(x, double c):
@@ -668,26 +659,21 @@ cdef void _pow(real* y, real* x, real* e, real* gy, real* gx, Node* n, Node* a, 
             gx[k if b.dim.bd > 1 else 0] += acc
 
 
-cdef void fwd_pow(Graph* g, Node* n) noexcept:
+cdef void fwd_pow(Graph* g, Node* n, real* y) noexcept:
     cdef Node* a = arg(g, n, 0)
     cdef Node* b = arg(g, n, 1)
-    if g.dtype == 0:
-        _pow(<float*>n.v, <float*>a.v, <float*>b.v, NULL, NULL, n, a, b, -1)
-    else:
-        _pow(<double*>n.v, <double*>a.v, <double*>b.v, NULL, NULL, n, a, b, -1)
+    _pow(y, <real*>a.v, <real*>b.v, NULL, NULL, n, a, b, -1)
 
 
-cdef void bwd_pow(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_pow(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, 0)
     cdef Node* b = arg(g, n, 1)
     cdef void* gx = a.g if i == 0 else b.g
-    if g.dtype == 0:
-        _pow(<float*>n.v, <float*>a.v, <float*>b.v, <float*>n.g, <float*>gx, n, a, b, i)
-    else:
-        _pow(<double*>n.v, <double*>a.v, <double*>b.v, <double*>n.g, <double*>gx, n, a, b, i)
+    _pow(<real*>n.v, <real*>a.v, <real*>b.v, gy, <real*>gx, n, a, b, i)
 
 
-cdef int OP_POW = register_op("pow", _shape_pow, fwd_pow, bwd_pow)
+cdef int OP_POW = _op("pow", _shape_pow, <kfwd_fn>fwd_pow[float], <kfwd_fn>fwd_pow[double],
+                      <kbwd_fn>bwd_pow[float], <kbwd_fn>bwd_pow[double])
 
 
 def pow(x, y):
