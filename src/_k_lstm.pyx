@@ -12,10 +12,11 @@ from libc.math cimport tanh, INFINITY
 from libc.string cimport memcpy
 from dyn._core._graph import set_labels
 from dyn._core._graph cimport (
-    Graph, Node, Dim, cg, register_op, dim_size, dim_cols, dim_str, arg, rand_normal)
+    Graph, Node, Dim, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_size, dim_cols, dim_str, arg,
+    rand_normal)
 from dyn._core._graph cimport set_autobatch, AB_ON, ABA_NO, ABA_CAT, ABA_SHARE
 from dyn._core._expr cimport noden, node2, finish, Expression
-from dyn._core._bcast cimport real
+from dyn._core._bcast cimport real, real_dtype
 from dyn._core cimport _blas
 from dyn._core._kutil cimport arg_dims, batch_ptr, expr_arg, g_node, looks_like_vector, lstm_gate_act, number_arg
 
@@ -58,8 +59,9 @@ cdef str _gname(int flags):
     return "vanilla_lstm_gates" + ("_dropout" if flags & DROP else "") + ("_concat" if flags & CONCAT else "")
 
 
-cdef void _layout(Graph* g, Node* n, Gates* L) noexcept:
-    cdef int m = n.ia[0], I = n.ia[2], H = n.ia[3], B = n.dim.bd, isz = g.itemsize
+cdef void _layout(Graph* g, Node* n, Gates* L, int isz) noexcept:
+    """The node's buffers for items of isz bytes (the kernel's sizeof(real))."""
+    cdef int m = n.ia[0], I = n.ia[2], H = n.ia[3], B = n.dim.bd
     cdef int mx = I if I > H else H
     L.m = m
     L.I = I
@@ -149,13 +151,6 @@ cdef void _noisy(Graph* g, real* y, real* x, long m, double sd) noexcept:
         y[i] = x[i] + <real>(sd * rand_normal(g))
 
 
-cdef void _add_noise(Graph* g, void* y, void* x, long m, double sd) noexcept:
-    if g.dtype == 0:
-        _noisy(g, <float*>y, <float*>x, m, sd)
-    else:
-        _noisy(g, <double*>y, <double*>x, m, sd)
-
-
 cdef void _act(real* y, int H, int B) noexcept nogil:
     # i, f, o sigmoid (f with DyNet's forget bias 1), g tanh
     cdef int b
@@ -163,47 +158,43 @@ cdef void _act(real* y, int H, int B) noexcept nogil:
         lstm_gate_act(y + <long>b * 4 * H, H, 1.0)
 
 
-cdef void _gather(Graph* g, Node* n, Gates* L, char* buf, int first, int last, int size, Node* mask) noexcept:
+cdef void _gather(Graph* g, Node* n, Gates* L, real* buf, int first, int last, int size, Node* mask) noexcept:
     """buf (size x B) = concatenation of args first..last-1 (batch broadcast), times mask."""
-    cdef int b, k, off, s, isz = L.isz
+    cdef int b, k, off, s, isz = sizeof(real)
     cdef Node* a
     for b in range(L.B):
         off = 0
         for k in range(first, last):
             a = arg(g, n, k)
             s = a.dim.d[0]
-            memcpy(buf + <size_t>(b * size + off) * isz, batch_ptr(a.v, b, a.dim.bd, s, isz), <size_t>s * isz)
+            memcpy(buf + <size_t>(b * size + off), batch_ptr(a.v, b, a.dim.bd, s, isz), <size_t>s * isz)
             off += s
         if mask != NULL:
-            if g.dtype == 0:
-                _cmul_in(<float*>(buf + <size_t>b * size * isz), <float*>batch_ptr(mask.v, b, mask.dim.bd, size, isz), size)
-            else:
-                _cmul_in(<double*>(buf + <size_t>b * size * isz), <double*>batch_ptr(mask.v, b, mask.dim.bd, size, isz),
-                         size)
+            _cmul_in(buf + <size_t>b * size, <real*>batch_ptr(mask.v, b, mask.dim.bd, size, isz), size)
 
 
-cdef void fwd_gates(Graph* g, Node* n) noexcept:
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
+
+cdef void fwd_gates(Graph* g, Node* n, real* y) noexcept:
     cdef Gates L
     cdef int b, H4
-    _layout(g, n, &L)
+    _layout(g, n, &L, sizeof(real))
     H4 = 4 * L.H
     if not n.ia[4]:
-        _gather(g, n, &L, L.xbuf, 0, L.m, L.I, L.mx)
+        _gather(g, n, &L, <real*>L.xbuf, 0, L.m, L.I, L.mx)
     if not n.ia[5]:
-        _gather(g, n, &L, L.hbuf, L.m, L.m + 1, L.H, L.mh)
+        _gather(g, n, &L, <real*>L.hbuf, L.m, L.m + 1, L.H, L.mh)
     if n.fa[0] > 0:
         # fresh N(0, std^2) on every weight for this step (DyNet's weight noise)
-        _add_noise(g, L.Wxn, L.Wx.v, <long>H4 * L.I, n.fa[0])
-        _add_noise(g, L.Whn, L.Wh.v, <long>H4 * L.H, n.fa[0])
-        _add_noise(g, L.bn, L.b.v, H4, n.fa[0])
+        _noisy(g, <real*>L.Wxn, <real*>L.Wx.v, <long>H4 * L.I, n.fa[0])
+        _noisy(g, <real*>L.Whn, <real*>L.Wh.v, <long>H4 * L.H, n.fa[0])
+        _noisy(g, <real*>L.bn, <real*>L.b.v, H4, n.fa[0])
     for b in range(L.B):
-        memcpy(<char*>n.v + <size_t>b * H4 * L.isz, L.bn, <size_t>H4 * L.isz)
-    _blas.matmul_cols(g.dtype, b'N', H4, L.B, L.I, L.Wxn, H4, L.X, 1.0, n.v)
-    _blas.matmul_cols(g.dtype, b'N', H4, L.B, L.H, L.Whn, H4, L.Hp, 1.0, n.v)
-    if g.dtype == 0:
-        _act(<float*>n.v, L.H, L.B)
-    else:
-        _act(<double*>n.v, L.H, L.B)
+        memcpy(y + <size_t>b * H4, L.bn, <size_t>H4 * sizeof(real))
+    _blas.matmul_cols(real_dtype(y), b'N', H4, L.B, L.I, L.Wxn, H4, L.X, 1.0, y)
+    _blas.matmul_cols(real_dtype(y), b'N', H4, L.B, L.H, L.Whn, H4, L.Hp, 1.0, y)
+    _act(y, L.H, L.B)
 
 
 cdef void _dgates(real* d, real* gy, real* y, int H, int B) noexcept nogil:
@@ -252,68 +243,61 @@ cdef void _mask_grad(real* gm, int bm, real* t, int stride, real* x, int bx, int
             pg[j] += pt[j] * px[j]
 
 
-cdef void _to_arg(Graph* g, Node* a, char* t, int size, Node* mask, int mstride, int off, int B) noexcept:
-    if g.dtype == 0:
-        _scatter(<float*>a.g, a.dim.bd, <float*>t, size, <float*>mask.v if mask != NULL else NULL,
-                 mask.dim.bd if mask != NULL else 1, mstride, off, B)
-    else:
-        _scatter(<double*>a.g, a.dim.bd, <double*>t, size, <double*>mask.v if mask != NULL else NULL,
-                 mask.dim.bd if mask != NULL else 1, mstride, off, B)
+cdef void _to_arg(Node* a, real* t, int size, Node* mask, int mstride, int off, int B) noexcept:
+    _scatter(<real*>a.g, a.dim.bd, t, size, <real*>mask.v if mask != NULL else NULL,
+             mask.dim.bd if mask != NULL else 1, mstride, off, B)
 
 
-cdef void _to_mask(Graph* g, Node* mask, char* t, int stride, Node* a, int off, int size, int B) noexcept:
-    if g.dtype == 0:
-        _mask_grad(<float*>mask.g, mask.dim.bd, <float*>t, stride, <float*>a.v, a.dim.bd, off, size, B)
-    else:
-        _mask_grad(<double*>mask.g, mask.dim.bd, <double*>t, stride, <double*>a.v, a.dim.bd, off, size, B)
+cdef void _to_mask(Node* mask, real* t, int stride, Node* a, int off, int size, int B) noexcept:
+    _mask_grad(<real*>mask.g, mask.dim.bd, t, stride, <real*>a.v, a.dim.bd, off, size, B)
 
 
-cdef void bwd_gates(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_gates(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Gates L
     cdef int k, off = 0, s, H4
+    cdef int dt = real_dtype(gy)
     cdef Node* a
-    _layout(g, n, &L)
+    _layout(g, n, &L, sizeof(real))
     H4 = 4 * L.H
     # d is recomputed for each argument: 4H x B elementwise, small next to the products
-    if g.dtype == 0:
-        _dgates(<float*>L.d, <float*>n.g, <float*>n.v, L.H, L.B)
-    else:
-        _dgates(<double*>L.d, <double*>n.g, <double*>n.v, L.H, L.B)
+    _dgates(<real*>L.d, gy, <real*>n.v, L.H, L.B)
     if i < L.m:                 # dx_k = (Wx columns of x_k)^T d (times its mask)
         for k in range(i):
             off += arg(g, n, k).dim.d[0]
         a = arg(g, n, i)
         s = a.dim.d[0]
         if n.ia[4]:
-            _blas.matmul_cols(g.dtype, b'T', s, L.B, H4, L.Wxn, H4, L.d, 1.0, a.g)
+            _blas.matmul_cols(dt, b'T', s, L.B, H4, L.Wxn, H4, L.d, 1.0, a.g)
         else:
-            _blas.matmul_cols(g.dtype, b'T', s, L.B, H4, L.Wxn + <size_t>off * H4 * L.isz, H4, L.d, 0.0, L.tmp)
-            _to_arg(g, a, L.tmp, s, L.mx, L.I, off, L.B)
+            _blas.matmul_cols(dt, b'T', s, L.B, H4, L.Wxn + <size_t>off * H4 * L.isz, H4, L.d, 0.0, L.tmp)
+            _to_arg(a, <real*>L.tmp, s, L.mx, L.I, off, L.B)
     elif i == L.m:              # dh = Wh^T d (times its mask)
         if n.ia[5]:
-            _blas.matmul_cols(g.dtype, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 1.0, L.h.g)
+            _blas.matmul_cols(dt, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 1.0, L.h.g)
         else:
-            _blas.matmul_cols(g.dtype, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 0.0, L.tmp)
-            _to_arg(g, L.h, L.tmp, L.H, L.mh, L.H, 0, L.B)
+            _blas.matmul_cols(dt, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 0.0, L.tmp)
+            _to_arg(L.h, <real*>L.tmp, L.H, L.mh, L.H, 0, L.B)
     elif i == L.m + 1:          # dWx = d X^T, summed over the batch
-        _blas.outer_acc(g.dtype, H4, L.I, L.B, L.d, L.X, L.Wx.g)
+        _blas.outer_acc(dt, H4, L.I, L.B, L.d, L.X, L.Wx.g)
     elif i == L.m + 2:
-        _blas.outer_acc(g.dtype, H4, L.H, L.B, L.d, L.Hp, L.Wh.g)
+        _blas.outer_acc(dt, H4, L.H, L.B, L.d, L.Hp, L.Wh.g)
     elif i == L.m + 3:
         for k in range(L.B):
-            _blas.axpy(g.dtype, H4, 1.0, L.d + <size_t>k * H4 * L.isz, L.b.g)
+            _blas.axpy(dt, H4, 1.0, L.d + <size_t>k * H4 * L.isz, L.b.g)
     elif i == L.m + 4:          # masks (DyNet gives them none): d mask_x = x * (Wx^T d)
-        _blas.matmul_cols(g.dtype, b'T', L.I, L.B, H4, L.Wxn, H4, L.d, 0.0, L.tmp)
+        _blas.matmul_cols(dt, b'T', L.I, L.B, H4, L.Wxn, H4, L.d, 0.0, L.tmp)
         for k in range(L.m):
             a = arg(g, n, k)
-            _to_mask(g, L.mx, L.tmp, L.I, a, off, a.dim.d[0], L.B)
+            _to_mask(L.mx, <real*>L.tmp, L.I, a, off, a.dim.d[0], L.B)
             off += a.dim.d[0]
     else:
-        _blas.matmul_cols(g.dtype, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 0.0, L.tmp)
-        _to_mask(g, L.mh, L.tmp, L.H, L.h, 0, L.H, L.B)
+        _blas.matmul_cols(dt, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 0.0, L.tmp)
+        _to_mask(L.mh, <real*>L.tmp, L.H, L.h, 0, L.H, L.B)
 
 
-cdef int OP_GATES = register_op("vanilla_lstm_gates", _shape_gates, fwd_gates, bwd_gates)
+cdef int OP_GATES = declare_op("vanilla_lstm_gates", _shape_gates)
+set_kernels(OP_GATES, DEV_CPU, <kfwd_fn>fwd_gates[float], <kfwd_fn>fwd_gates[double],
+            <kbwd_fn>bwd_gates[float], <kbwd_fn>bwd_gates[double])
 
 
 cdef list _xlist(object xs, str name):
@@ -431,38 +415,30 @@ cdef void _hidden_bwd(real* gx, real* gy, real* gt, real* t, int H, int B, int w
                 gx[b * 4 * H + 2 * H + j] += gy[b * H + j] * t[b * H + j]
 
 
-cdef void fwd_ch(Graph* g, Node* n) noexcept:
+cdef void fwd_ch(Graph* g, Node* n, real* y) noexcept:
     cdef Node* c = arg(g, n, 0)
     cdef Node* gt = arg(g, n, 1)
     cdef int H = c.dim.d[0], B = n.dim.bd
     if n.ia[0] == CELL:
-        if g.dtype == 0:
-            _cell_fwd(<float*>n.v, <float*>c.v, <float*>gt.v, H, B)
-        else:
-            _cell_fwd(<double*>n.v, <double*>c.v, <double*>gt.v, H, B)
-    elif g.dtype == 0:
-        _hidden_fwd(<float*>n.v, <float*>c.v, <float*>gt.v, <float*>n.aux, H, B)
+        _cell_fwd(y, <real*>c.v, <real*>gt.v, H, B)
     else:
-        _hidden_fwd(<double*>n.v, <double*>c.v, <double*>gt.v, <double*>n.aux, H, B)
+        _hidden_fwd(y, <real*>c.v, <real*>gt.v, <real*>n.aux, H, B)
 
 
-cdef void bwd_ch(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_ch(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* c = arg(g, n, 0)
     cdef Node* gt = arg(g, n, 1)
     cdef int H = c.dim.d[0], B = n.dim.bd
-    cdef void* gx = arg(g, n, i).g
+    cdef real* gx = <real*>arg(g, n, i).g
     if n.ia[0] == CELL:
-        if g.dtype == 0:
-            _cell_bwd(<float*>gx, <float*>n.g, <float*>c.v, <float*>gt.v, H, B, i)
-        else:
-            _cell_bwd(<double*>gx, <double*>n.g, <double*>c.v, <double*>gt.v, H, B, i)
-    elif g.dtype == 0:
-        _hidden_bwd(<float*>gx, <float*>n.g, <float*>gt.v, <float*>n.aux, H, B, i)
+        _cell_bwd(gx, gy, <real*>c.v, <real*>gt.v, H, B, i)
     else:
-        _hidden_bwd(<double*>gx, <double*>n.g, <double*>gt.v, <double*>n.aux, H, B, i)
+        _hidden_bwd(gx, gy, <real*>gt.v, <real*>n.aux, H, B, i)
 
 
-cdef int OP_CH = register_op("vanilla_lstm_c_h", _shape_ch, fwd_ch, bwd_ch)
+cdef int OP_CH = declare_op("vanilla_lstm_c_h", _shape_ch)
+set_kernels(OP_CH, DEV_CPU, <kfwd_fn>fwd_ch[float], <kfwd_fn>fwd_ch[double],
+            <kbwd_fn>bwd_ch[float], <kbwd_fn>bwd_ch[double])
 set_labels("vanilla_lstm_c_h", 0, ("vanilla_lstm_c", "vanilla_lstm_h"))   # CELL, HIDDEN
 
 
