@@ -14,14 +14,24 @@ from libc.math cimport log, fabs
 from libc.string cimport memcpy
 from dyn._core._graph import set_labels
 from dyn._core._graph cimport (
-    Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg,
-    dim_eq_nobatch)
+    Graph, Node, Dim, cg, declare_op, set_kernels, shape_fn, kfwd_fn, kbwd_fn, DEV_CPU, dim_size,
+    dim_total, dim_cols, dim_str, arg, dim_eq_nobatch)
 from dyn._core._expr cimport node1, node2, noden, finish, Expression
-from dyn._core._bcast cimport real
+from dyn._core._bcast cimport real, real_dtype
 from dyn._core cimport _blas
 from dyn._core._kutil cimport batch_ptr, arg_dims, batch_rule, expr_arg, g_node, int_arg, looks_like_vector
 
 # ---------------------------------------------------------------- helpers
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
+
+
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64,
+             int aux=0) except -1:
+    """declare_op, then the CPU kernels of both float types."""
+    cdef int op = declare_op(name, shape, aux)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
 
 
 cdef int _unbatched(Graph* g, Node* n, str name) except -1:
@@ -33,29 +43,28 @@ cdef int _unbatched(Graph* g, Node* n, str name) except -1:
     return 0
 
 
-cdef void _bias_bwd(Graph* g, Node* n, Node* b) noexcept:
+cdef void _bias_bwd(Graph* g, Node* n, Node* b, real* gy) noexcept:
     """gb += gy, summed over the batch when b was broadcast."""
     cdef int k, s = dim_size(&n.dim)
     if b.dim.bd == n.dim.bd:
-        _blas.axpy(g.dtype, s * n.dim.bd, 1.0, n.g, b.g)
+        _blas.axpy(real_dtype(gy), s * n.dim.bd, 1.0, gy, b.g)
     else:
         for k in range(n.dim.bd):
-            _blas.axpy(g.dtype, s, 1.0, <char*>n.g + <size_t>k * s * g.itemsize, b.g)
+            _blas.axpy(real_dtype(gy), s, 1.0, gy + <size_t>k * s, b.g)
 
 
-cdef void _bias_fwd(Graph* g, Node* n, Node* b) noexcept:
+cdef void _bias_fwd(Graph* g, Node* n, Node* b, real* y) noexcept:
     cdef int k, s = dim_size(&n.dim)
     for k in range(n.dim.bd):
-        memcpy(<char*>n.v + <size_t>k * s * g.itemsize, batch_ptr(b.v, k, b.dim.bd, s, g.itemsize),
-               <size_t>s * g.itemsize)
+        memcpy(y + <size_t>k * s, batch_ptr(b.v, k, b.dim.bd, s, sizeof(real)), <size_t>s * sizeof(real))
 
 
-cdef void fwd_copy(Graph* g, Node* n) noexcept:
-    memcpy(n.v, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * g.itemsize)
+cdef void fwd_copy(Graph* g, Node* n, real* y) noexcept:
+    memcpy(y, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * sizeof(real))
 
 
-cdef void bwd_identity(Graph* g, Node* n, int i) noexcept:
-    _blas.axpy(g.dtype, dim_total(&n.dim), 1.0, n.g, arg(g, n, 0).g)
+cdef void bwd_identity(Graph* g, Node* n, int i, real* gy) noexcept:
+    _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, arg(g, n, 0).g)
 
 # ---------------------------------------------------------------- colwise_add
 
@@ -101,25 +110,19 @@ cdef void _cwa_bwd(real* gx, real* gy, int m, int c, int B, int bx, int which) n
                     px[i] += pg[j * m + i]
 
 
-cdef void fwd_cwa(Graph* g, Node* n) noexcept:
+cdef void fwd_cwa(Graph* g, Node* n, real* y) noexcept:
     cdef Node* x = arg(g, n, 0)
     cdef Node* v = arg(g, n, 1)
-    if g.dtype == 0:
-        _cwa_fwd(<float*>n.v, <float*>x.v, <float*>v.v, n.dim.d[0], n.dim.d[1], n.dim.bd, x.dim.bd, v.dim.bd)
-    else:
-        _cwa_fwd(<double*>n.v, <double*>x.v, <double*>v.v, n.dim.d[0], n.dim.d[1], n.dim.bd, x.dim.bd,
-                 v.dim.bd)
+    _cwa_fwd(y, <real*>x.v, <real*>v.v, n.dim.d[0], n.dim.d[1], n.dim.bd, x.dim.bd, v.dim.bd)
 
 
-cdef void bwd_cwa(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_cwa(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, i)
-    if g.dtype == 0:
-        _cwa_bwd(<float*>a.g, <float*>n.g, n.dim.d[0], n.dim.d[1], n.dim.bd, a.dim.bd, i)
-    else:
-        _cwa_bwd(<double*>a.g, <double*>n.g, n.dim.d[0], n.dim.d[1], n.dim.bd, a.dim.bd, i)
+    _cwa_bwd(<real*>a.g, gy, n.dim.d[0], n.dim.d[1], n.dim.bd, a.dim.bd, i)
 
 
-cdef int OP_CWA = register_op("colwise_add", _shape_cwa, fwd_cwa, bwd_cwa)
+cdef int OP_CWA = _op("colwise_add", _shape_cwa, <kfwd_fn>fwd_cwa[float], <kfwd_fn>fwd_cwa[double],
+                      <kbwd_fn>bwd_cwa[float], <kbwd_fn>bwd_cwa[double])
 
 
 def colwise_add(x, y):
@@ -146,42 +149,45 @@ cdef int _shape_c31(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_c31(Graph* g, Node* n) noexcept:
+cdef void fwd_c31(Graph* g, Node* n, real* out) noexcept:
     cdef Node* x = arg(g, n, 0)
     cdef Node* y = arg(g, n, 1)
-    cdef int IJ = dim_size(&n.dim), K = x.dim.d[2], B = n.dim.bd, b, isz = g.itemsize
+    cdef int IJ = dim_size(&n.dim), K = x.dim.d[2], B = n.dim.bd, b, isz = sizeof(real)
+    cdef int dt = real_dtype(out)
     cdef double beta = 0.0
     if n.nargs == 3:
-        _bias_fwd(g, n, arg(g, n, 2))
+        _bias_fwd(g, n, arg(g, n, 2), out)
         beta = 1.0
     if x.dim.bd == 1 and y.dim.bd == B:
         # x shared: one product of the (IJ x K) unfolding with all the y columns
-        _blas.matmul_cols(g.dtype, b'N', IJ, B, K, x.v, IJ, y.v, beta, n.v)
+        _blas.matmul_cols(dt, b'N', IJ, B, K, x.v, IJ, y.v, beta, out)
         return
     for b in range(B):
-        _blas.gemv(g.dtype, b'N', IJ, K, 1.0, batch_ptr(x.v, b, x.dim.bd, IJ * K, isz), IJ,
-                   batch_ptr(y.v, b, y.dim.bd, K, isz), beta, <char*>n.v + <size_t>b * IJ * isz)
+        _blas.gemv(dt, b'N', IJ, K, 1.0, batch_ptr(x.v, b, x.dim.bd, IJ * K, isz), IJ,
+                   batch_ptr(y.v, b, y.dim.bd, K, isz), beta, out + <size_t>b * IJ)
 
 
-cdef void bwd_c31(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_c31(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* x = arg(g, n, 0)
     cdef Node* y = arg(g, n, 1)
-    cdef int IJ = dim_size(&n.dim), K = x.dim.d[2], B = n.dim.bd, b, isz = g.itemsize
+    cdef int IJ = dim_size(&n.dim), K = x.dim.d[2], B = n.dim.bd, b, isz = sizeof(real)
+    cdef int dt = real_dtype(gy)
     if i == 2:
-        _bias_bwd(g, n, arg(g, n, 2))
+        _bias_bwd(g, n, arg(g, n, 2), gy)
     elif i == 0 and x.dim.bd == 1 and y.dim.bd == B:
-        _blas.outer_acc(g.dtype, IJ, K, B, n.g, y.v, x.g)
+        _blas.outer_acc(dt, IJ, K, B, gy, y.v, x.g)
     else:
         for b in range(B):
             if i == 0:
-                _blas.ger(g.dtype, IJ, K, 1.0, <char*>n.g + <size_t>b * IJ * isz,
+                _blas.ger(dt, IJ, K, 1.0, gy + <size_t>b * IJ,
                           batch_ptr(y.v, b, y.dim.bd, K, isz), batch_ptr(x.g, b, x.dim.bd, IJ * K, isz), IJ)
             else:
-                _blas.gemv(g.dtype, b'T', IJ, K, 1.0, batch_ptr(x.v, b, x.dim.bd, IJ * K, isz), IJ,
-                           <char*>n.g + <size_t>b * IJ * isz, 1.0, batch_ptr(y.g, b, y.dim.bd, K, isz))
+                _blas.gemv(dt, b'T', IJ, K, 1.0, batch_ptr(x.v, b, x.dim.bd, IJ * K, isz), IJ,
+                           gy + <size_t>b * IJ, 1.0, batch_ptr(y.g, b, y.dim.bd, K, isz))
 
 
-cdef int OP_C31 = register_op("contract3d_1d", _shape_c31, fwd_c31, bwd_c31)
+cdef int OP_C31 = _op("contract3d_1d", _shape_c31, <kfwd_fn>fwd_c31[float], <kfwd_fn>fwd_c31[double],
+                      <kbwd_fn>bwd_c31[float], <kbwd_fn>bwd_c31[double])
 
 
 def contract3d_1d(x, y):
@@ -217,15 +223,16 @@ cdef int _shape_c311(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_c311(Graph* g, Node* n) noexcept:
+cdef void fwd_c311(Graph* g, Node* n, real* y) noexcept:
     cdef Node* x = arg(g, n, 0)
     cdef int I = x.dim.d[0], J = x.dim.d[1], K = x.dim.d[2]
+    cdef int dt = real_dtype(y)
     cdef double beta = 0.0
-    _blas.gemv(g.dtype, b'N', I * J, K, 1.0, x.v, I * J, arg(g, n, 1).v, 0.0, n.aux)
+    _blas.gemv(dt, b'N', I * J, K, 1.0, x.v, I * J, arg(g, n, 1).v, 0.0, n.aux)
     if n.nargs == 4:
-        _bias_fwd(g, n, arg(g, n, 3))
+        _bias_fwd(g, n, arg(g, n, 3), y)
         beta = 1.0
-    _blas.gemv(g.dtype, b'N', I, J, 1.0, n.aux, I, arg(g, n, 2).v, beta, n.v)
+    _blas.gemv(dt, b'N', I, J, 1.0, n.aux, I, arg(g, n, 2).v, beta, y)
 
 
 cdef void _outer(real* u, real* a, real* c, int I, int J) noexcept nogil:
@@ -235,27 +242,26 @@ cdef void _outer(real* u, real* a, real* c, int I, int J) noexcept nogil:
             u[j * I + i] = a[i] * c[j]
 
 
-cdef void bwd_c311(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_c311(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* x = arg(g, n, 0)
     cdef int I = x.dim.d[0], J = x.dim.d[1], K = x.dim.d[2]
-    cdef char* u = <char*>n.aux + <size_t>I * J * g.itemsize
+    cdef int dt = real_dtype(gy)
+    cdef real* u = <real*>n.aux + <size_t>I * J
     if i == 3:
-        _blas.axpy(g.dtype, I, 1.0, n.g, arg(g, n, 3).g)
+        _blas.axpy(dt, I, 1.0, gy, arg(g, n, 3).g)
         return
     if i == 2:      # dz = (x.y)^T dt
-        _blas.gemv(g.dtype, b'T', I, J, 1.0, n.aux, I, n.g, 1.0, arg(g, n, 2).g)
+        _blas.gemv(dt, b'T', I, J, 1.0, n.aux, I, gy, 1.0, arg(g, n, 2).g)
         return
-    if g.dtype == 0:
-        _outer(<float*>u, <float*>n.g, <float*>arg(g, n, 2).v, I, J)
-    else:
-        _outer(<double*>u, <double*>n.g, <double*>arg(g, n, 2).v, I, J)
+    _outer(u, gy, <real*>arg(g, n, 2).v, I, J)
     if i == 0:      # dx_ijk += dt_i z_j y_k
-        _blas.ger(g.dtype, I * J, K, 1.0, u, arg(g, n, 1).v, x.g, I * J)
+        _blas.ger(dt, I * J, K, 1.0, u, arg(g, n, 1).v, x.g, I * J)
     else:           # dy_k += sum_ij x_ijk dt_i z_j
-        _blas.gemv(g.dtype, b'T', I * J, K, 1.0, x.v, I * J, u, 1.0, arg(g, n, 1).g)
+        _blas.gemv(dt, b'T', I * J, K, 1.0, x.v, I * J, u, 1.0, arg(g, n, 1).g)
 
 
-cdef int OP_C311 = register_op("contract3d_1d_1d", _shape_c311, fwd_c311, bwd_c311)
+cdef int OP_C311 = _op("contract3d_1d_1d", _shape_c311, <kfwd_fn>fwd_c311[float], <kfwd_fn>fwd_c311[double],
+                       <kbwd_fn>bwd_c311[float], <kbwd_fn>bwd_c311[double])
 
 
 def contract3d_1d_1d(x, y, z):
@@ -380,30 +386,25 @@ cdef void _logdet_bwd(real* gx, real gy, char* aux, int m) noexcept nogil:
             gx[i + j * m] += gy * inv[j + i * m]
 
 
-cdef void fwd_square(Graph* g, Node* n) noexcept:
+cdef void fwd_square(Graph* g, Node* n, real* y) noexcept:
     cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _sq_fwd(<float*>n.v, <float*>x.v, <char*>n.aux, x.dim.d[0], n.ia[0])
-    else:
-        _sq_fwd(<double*>n.v, <double*>x.v, <char*>n.aux, x.dim.d[0], n.ia[0])
+    _sq_fwd(y, <real*>x.v, <char*>n.aux, x.dim.d[0], n.ia[0])
 
 
-cdef void bwd_square(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_square(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* x = arg(g, n, 0)
     cdef int m = x.dim.d[0]
     cdef char* tmp = <char*>n.aux + 16 * m * m + (4 * m + 7) // 8 * 8
     if n.ia[0] == LOGDET:
-        if g.dtype == 0:
-            _logdet_bwd(<float*>x.g, (<float*>n.g)[0], <char*>n.aux, m)
-        else:
-            _logdet_bwd(<double*>x.g, (<double*>n.g)[0], <char*>n.aux, m)
+        _logdet_bwd(<real*>x.g, gy[0], <char*>n.aux, m)
         return
     # Y = A^-1: dA -= Y^T G Y^T
-    _blas.gemm(g.dtype, b'N', b'T', m, m, m, 1.0, n.g, m, n.v, m, 0.0, tmp, m)
-    _blas.gemm(g.dtype, b'T', b'N', m, m, m, -1.0, n.v, m, tmp, m, 1.0, x.g, m)
+    _blas.gemm(real_dtype(gy), b'N', b'T', m, m, m, 1.0, gy, m, n.v, m, 0.0, tmp, m)
+    _blas.gemm(real_dtype(gy), b'T', b'N', m, m, m, -1.0, n.v, m, tmp, m, 1.0, x.g, m)
 
 
-cdef int OP_SQUARE = register_op("inverse_logdet", _shape_square, fwd_square, bwd_square)
+cdef int OP_SQUARE = _op("inverse_logdet", _shape_square, <kfwd_fn>fwd_square[float],
+                         <kfwd_fn>fwd_square[double], <kbwd_fn>bwd_square[float], <kbwd_fn>bwd_square[double])
 set_labels("inverse_logdet", 0, ("inverse", "logdet"))   # INVERSE, LOGDET
 
 
@@ -432,20 +433,18 @@ cdef int _shape_top(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_top(Graph* g, Node* n) noexcept:
-    cdef double v = _blas.dot(g.dtype, dim_total(&arg(g, n, 0).dim), arg(g, n, 0).v, arg(g, n, 1).v)
-    if g.dtype == 0:
-        (<float*>n.v)[0] = <float>v
-    else:
-        (<double*>n.v)[0] = v
+cdef void fwd_top(Graph* g, Node* n, real* y) noexcept:
+    cdef double v = _blas.dot(real_dtype(y), dim_total(&arg(g, n, 0).dim), arg(g, n, 0).v, arg(g, n, 1).v)
+    y[0] = <real>v
 
 
-cdef void bwd_top(Graph* g, Node* n, int i) noexcept:
-    cdef double gy = (<float*>n.g)[0] if g.dtype == 0 else (<double*>n.g)[0]
-    _blas.axpy(g.dtype, dim_total(&arg(g, n, i).dim), gy, arg(g, n, 1 - i).v, arg(g, n, i).g)
+cdef void bwd_top(Graph* g, Node* n, int i, real* gy) noexcept:
+    cdef double c = gy[0]
+    _blas.axpy(real_dtype(gy), dim_total(&arg(g, n, i).dim), c, arg(g, n, 1 - i).v, arg(g, n, i).g)
 
 
-cdef int OP_TOP = register_op("trace_of_product", _shape_top, fwd_top, bwd_top)
+cdef int OP_TOP = _op("trace_of_product", _shape_top, <kfwd_fn>fwd_top[float], <kfwd_fn>fwd_top[double],
+                      <kbwd_fn>bwd_top[float], <kbwd_fn>bwd_top[double])
 
 
 def trace_of_product(x, y):
@@ -500,25 +499,18 @@ cdef void _circ_bwd(real* gx, real* gy, real* u, real* v, int m, int kind, int w
         gx[i] += <real>s
 
 
-cdef void fwd_circ(Graph* g, Node* n) noexcept:
+cdef void fwd_circ(Graph* g, Node* n, real* y) noexcept:
     cdef int m = dim_size(&n.dim)
-    if g.dtype == 0:
-        _circ(<float*>n.v, <float*>arg(g, n, 0).v, <float*>arg(g, n, 1).v, m, n.ia[0], 0)
-    else:
-        _circ(<double*>n.v, <double*>arg(g, n, 0).v, <double*>arg(g, n, 1).v, m, n.ia[0], 0)
+    _circ(y, <real*>arg(g, n, 0).v, <real*>arg(g, n, 1).v, m, n.ia[0], 0)
 
 
-cdef void bwd_circ(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_circ(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef int m = dim_size(&n.dim)
-    if g.dtype == 0:
-        _circ_bwd(<float*>arg(g, n, i).g, <float*>n.g, <float*>arg(g, n, 0).v, <float*>arg(g, n, 1).v, m,
-                  n.ia[0], i)
-    else:
-        _circ_bwd(<double*>arg(g, n, i).g, <double*>n.g, <double*>arg(g, n, 0).v, <double*>arg(g, n, 1).v,
-                  m, n.ia[0], i)
+    _circ_bwd(<real*>arg(g, n, i).g, gy, <real*>arg(g, n, 0).v, <real*>arg(g, n, 1).v, m, n.ia[0], i)
 
 
-cdef int OP_CIRC = register_op("circ_conv_corr", _shape_circ, fwd_circ, bwd_circ)
+cdef int OP_CIRC = _op("circ_conv_corr", _shape_circ, <kfwd_fn>fwd_circ[float], <kfwd_fn>fwd_circ[double],
+                       <kbwd_fn>bwd_circ[float], <kbwd_fn>bwd_circ[double])
 set_labels("circ_conv_corr", 0, ("circ_conv", "circ_corr"))   # CONV, CORR
 
 
@@ -550,24 +542,25 @@ cdef int _shape_kmh(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_kmh(Graph* g, Node* n) noexcept:
-    cdef int j, k, rows = n.dim.d[0], isz = g.itemsize
-    cdef char* x = <char*>arg(g, n, 0).v
+cdef void fwd_kmh(Graph* g, Node* n, real* y) noexcept:
+    cdef int j, k, rows = n.dim.d[0]
+    cdef real* x = <real*>arg(g, n, 0).v
     for j in range(n.dim.d[1]):
-        memcpy(<char*>n.v + <size_t>j * rows * isz, x + <size_t>j * rows * isz, <size_t>rows * isz)
+        memcpy(y + <size_t>j * rows, x + <size_t>j * rows, <size_t>rows * sizeof(real))
         for k in range(1, n.ia[0]):
-            _blas.axpy(g.dtype, rows, 1.0, x + <size_t>(j + k) * rows * isz, <char*>n.v + <size_t>j * rows * isz)
+            _blas.axpy(real_dtype(y), rows, 1.0, x + <size_t>(j + k) * rows, y + <size_t>j * rows)
 
 
-cdef void bwd_kmh(Graph* g, Node* n, int i) noexcept:
-    cdef int j, k, rows = n.dim.d[0], isz = g.itemsize
-    cdef char* gx = <char*>arg(g, n, 0).g
+cdef void bwd_kmh(Graph* g, Node* n, int i, real* gy) noexcept:
+    cdef int j, k, rows = n.dim.d[0]
+    cdef real* gx = <real*>arg(g, n, 0).g
     for j in range(n.dim.d[1]):
         for k in range(n.ia[0]):
-            _blas.axpy(g.dtype, rows, 1.0, <char*>n.g + <size_t>j * rows * isz, gx + <size_t>(j + k) * rows * isz)
+            _blas.axpy(real_dtype(gy), rows, 1.0, gy + <size_t>j * rows, gx + <size_t>(j + k) * rows)
 
 
-cdef int OP_KMH = register_op("kmh_ngram", _shape_kmh, fwd_kmh, bwd_kmh)
+cdef int OP_KMH = _op("kmh_ngram", _shape_kmh, <kfwd_fn>fwd_kmh[float], <kfwd_fn>fwd_kmh[double],
+                      <kbwd_fn>bwd_kmh[float], <kbwd_fn>bwd_kmh[double])
 
 
 def kmh_ngram(x, n):
@@ -586,7 +579,8 @@ cdef int _shape_same(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef int OP_TODEV = register_op("to_device", _shape_same, fwd_copy, bwd_identity)
+cdef int OP_TODEV = _op("to_device", _shape_same, <kfwd_fn>fwd_copy[float], <kfwd_fn>fwd_copy[double],
+                        <kbwd_fn>bwd_identity[float], <kbwd_fn>bwd_identity[double])
 
 
 def to_device(e, device_str):
