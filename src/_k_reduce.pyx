@@ -17,7 +17,8 @@ from libc.math cimport sqrt, exp, expf, log, INFINITY
 from libc.string cimport memset
 from cpython.long cimport PyLong_AsLongAndOverflow
 from dyn._core._graph cimport (
-    Graph, Node, Dim, cg, register_op, dim_total, dim_str, arg, op_name)
+    Graph, Node, Dim, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, shape_fn, DEV_CPU, dim_total,
+    dim_str, arg, op_name)
 from dyn._core._expr cimport node1, finish, Expression
 from dyn._core._bcast cimport real, _ext
 from dyn._core._kutil cimport expr_arg, flag_arg, int_arg
@@ -391,27 +392,37 @@ cdef void _red_bwd(real* gx, real* x, real* gy, real* y, Node* n, const Plan* p)
     _acc_bwd(kind, gx, x, gy, y, cen, scale, n.ia[4], p)
 
 
-cdef void fwd_red(Graph* g, Node* n) noexcept:
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations, so no kernel asks which float type it runs in.
+
+cdef void fwd_red(Graph* g, Node* n, real* y) noexcept:
     cdef Plan p
     _plan_of(g, n, &p)
-    if g.dtype == 0:
-        _red_fwd(<float*>n.v, <float*>arg(g, n, 0).v, n, &p)
-    else:
-        _red_fwd(<double*>n.v, <double*>arg(g, n, 0).v, n, &p)
+    _red_fwd(y, <real*>arg(g, n, 0).v, n, &p)
 
 
-cdef void bwd_red(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_red(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Plan p
     cdef Node* x = arg(g, n, 0)
     _plan_of(g, n, &p)
-    if g.dtype == 0:
-        _red_bwd(<float*>x.g, <float*>x.v, <float*>n.g, <float*>n.v, n, &p)
-    else:
-        _red_bwd(<double*>x.g, <double*>x.v, <double*>n.g, <double*>n.v, n, &p)
+    _red_bwd(<real*>x.g, <real*>x.v, gy, <real*>n.v, n, &p)
+
+
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64) except -1:
+    cdef int op = declare_op(name, shape)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
+
+
+cdef int _red(str name, shape_fn shape) except -1:
+    # every reduction runs the one kernel pair
+    return _op(name, shape, <kfwd_fn>fwd_red[float], <kfwd_fn>fwd_red[double],
+               <kbwd_fn>bwd_red[float], <kbwd_fn>bwd_red[double])
 
 # ---------------------------------------------------------------- shape rules
 
 cdef int _set_aux(Graph* g, Node* n) except -1:
+    # naux counts items of the graph's float type: AUX_BYTES per output, rounded up
     n.naux = (<long>dim_total(&n.dim) * AUX_BYTES + g.itemsize - 1) // g.itemsize
     return 0
 
@@ -462,20 +473,20 @@ cdef int _shape_fold(Graph* g, Node* n) except -1:
     return _set_aux(g, n)
 
 
-cdef int OP_SUM_DIM = register_op("sum_dim", _shape_red, fwd_red, bwd_red)
-cdef int OP_MEAN_DIM = register_op("mean_dim", _shape_red, fwd_red, bwd_red)
-cdef int OP_STD_DIM = register_op("std_dim", _shape_red, fwd_red, bwd_red)
-cdef int OP_MOMENT_DIM = register_op("moment_dim", _shape_red, fwd_red, bwd_red)
-cdef int OP_MEAN_ELEMS = register_op("mean_elems", _shape_red, fwd_red, bwd_red)
-cdef int OP_STD_ELEMS = register_op("std_elems", _shape_red, fwd_red, bwd_red)
-cdef int OP_MOMENT_ELEMS = register_op("moment_elems", _shape_red, fwd_red, bwd_red)
-cdef int OP_MEAN_BATCHES = register_op("mean_batches", _shape_red, fwd_red, bwd_red)
-cdef int OP_STD_BATCHES = register_op("std_batches", _shape_red, fwd_red, bwd_red)
-cdef int OP_MOMENT_BATCHES = register_op("moment_batches", _shape_red, fwd_red, bwd_red)
-cdef int OP_MAX_DIM = register_op("max_dim", _shape_red, fwd_red, bwd_red)
-cdef int OP_MIN_DIM = register_op("min_dim", _shape_red, fwd_red, bwd_red)
-cdef int OP_LSE_DIM = register_op("logsumexp_dim", _shape_red, fwd_red, bwd_red)
-cdef int OP_FOLD = register_op("fold_rows", _shape_fold, fwd_red, bwd_red)
+cdef int OP_SUM_DIM = _red("sum_dim", _shape_red)
+cdef int OP_MEAN_DIM = _red("mean_dim", _shape_red)
+cdef int OP_STD_DIM = _red("std_dim", _shape_red)
+cdef int OP_MOMENT_DIM = _red("moment_dim", _shape_red)
+cdef int OP_MEAN_ELEMS = _red("mean_elems", _shape_red)
+cdef int OP_STD_ELEMS = _red("std_elems", _shape_red)
+cdef int OP_MOMENT_ELEMS = _red("moment_elems", _shape_red)
+cdef int OP_MEAN_BATCHES = _red("mean_batches", _shape_red)
+cdef int OP_STD_BATCHES = _red("std_batches", _shape_red)
+cdef int OP_MOMENT_BATCHES = _red("moment_batches", _shape_red)
+cdef int OP_MAX_DIM = _red("max_dim", _shape_red)
+cdef int OP_MIN_DIM = _red("min_dim", _shape_red)
+cdef int OP_LSE_DIM = _red("logsumexp_dim", _shape_red)
+cdef int OP_FOLD = _red("fold_rows", _shape_fold)
 
 # ---------------------------------------------------------------- builders
 # The builder turns d into a bit mask (ia[1]); what it cannot encode there (a
@@ -675,24 +686,19 @@ cdef void _cumsum(real* y, real* x, const Dim* dx, int d, bint back) noexcept no
             i0 += m
 
 
-cdef void fwd_cumsum(Graph* g, Node* n) noexcept:
+cdef void fwd_cumsum(Graph* g, Node* n, real* y) noexcept:
     cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _cumsum(<float*>n.v, <float*>x.v, &x.dim, n.ia[0], False)
-    else:
-        _cumsum(<double*>n.v, <double*>x.v, &x.dim, n.ia[0], False)
+    _cumsum(y, <real*>x.v, &x.dim, n.ia[0], False)
 
 
-cdef void bwd_cumsum(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_cumsum(Graph* g, Node* n, int i, real* gy) noexcept:
     # gx_l = sum_{l' >= l} gy_l': the cumulative sum of gy from the end
     cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _cumsum(<float*>x.g, <float*>n.g, &x.dim, n.ia[0], True)
-    else:
-        _cumsum(<double*>x.g, <double*>n.g, &x.dim, n.ia[0], True)
+    _cumsum(<real*>x.g, gy, &x.dim, n.ia[0], True)
 
 
-cdef int OP_CUMSUM = register_op("cumsum", _shape_cumsum, fwd_cumsum, bwd_cumsum)
+cdef int OP_CUMSUM = _op("cumsum", _shape_cumsum, <kfwd_fn>fwd_cumsum[float], <kfwd_fn>fwd_cumsum[double],
+                         <kbwd_fn>bwd_cumsum[float], <kbwd_fn>bwd_cumsum[double])
 
 
 def cumsum(x, d):
@@ -768,23 +774,18 @@ cdef void _kmax_bwd(real* gx, real* gy, int* ai, const Dim* dx, int d, int k) no
                 gx[(o * L + sel[j]) * inner + i] += gy[(o * k + j) * inner + i]
 
 
-cdef void fwd_kmax(Graph* g, Node* n) noexcept:
+cdef void fwd_kmax(Graph* g, Node* n, real* y) noexcept:
     cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _kmax_fwd(<float*>n.v, <float*>x.v, <int*>n.aux, &x.dim, n.ia[0], n.ia[1])
-    else:
-        _kmax_fwd(<double*>n.v, <double*>x.v, <int*>n.aux, &x.dim, n.ia[0], n.ia[1])
+    _kmax_fwd(y, <real*>x.v, <int*>n.aux, &x.dim, n.ia[0], n.ia[1])
 
 
-cdef void bwd_kmax(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_kmax(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _kmax_bwd(<float*>x.g, <float*>n.g, <int*>n.aux, &x.dim, n.ia[0], n.ia[1])
-    else:
-        _kmax_bwd(<double*>x.g, <double*>n.g, <int*>n.aux, &x.dim, n.ia[0], n.ia[1])
+    _kmax_bwd(<real*>x.g, gy, <int*>n.aux, &x.dim, n.ia[0], n.ia[1])
 
 
-cdef int OP_KMAX = register_op("kmax_pooling", _shape_kmax, fwd_kmax, bwd_kmax)
+cdef int OP_KMAX = _op("kmax_pooling", _shape_kmax, <kfwd_fn>fwd_kmax[float], <kfwd_fn>fwd_kmax[double],
+                       <kbwd_fn>bwd_kmax[float], <kbwd_fn>bwd_kmax[double])
 
 
 def kmax_pooling(x, k, d):
