@@ -4,7 +4,13 @@ scatter-added by compiled loops. See dyn/_core/_device.pxd for the interface."""
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcpy, strncpy
 from libc.stdint cimport uintptr_t
+from libc.math cimport isfinite
 from dyn._core cimport _blas
+
+
+ctypedef fused real:          # (not _bcast's: that header reaches _graph.pxd, which needs this module)
+    float
+    double
 
 cdef size_t ALIGN = 64
 
@@ -51,6 +57,27 @@ cdef void _cpu_scatter_add(char** dsts, const char* src, const long* lens, int m
         o += <size_t>lens[j] * isz
 
 
+cdef void _cpu_add_scalar(void* p, double v, int dtype) noexcept nogil:
+    if dtype == 0:
+        (<float*>p)[0] += <float>v
+    else:
+        (<double*>p)[0] += v
+
+
+cdef long _first_nonfinite(const real* p, long n) noexcept nogil:
+    cdef long k
+    for k in range(n):
+        if not isfinite(p[k]):
+            return k
+    return -1
+
+
+cdef long _cpu_find_nonfinite(const void* p, long n, int dtype) noexcept nogil:
+    if dtype == 0:
+        return _first_nonfinite(<const float*>p, n)
+    return _first_nonfinite(<const double*>p, n)
+
+
 cdef Device CPU
 
 
@@ -66,3 +93,5 @@ CPU.zero = _cpu_zero
 CPU.copy = _cpu_copy
 CPU.gather = _cpu_gather
 CPU.scatter_add = _cpu_scatter_add
+CPU.add_scalar = _cpu_add_scalar
+CPU.find_nonfinite = _cpu_find_nonfinite

@@ -524,14 +524,7 @@ cdef int check_finite(int i) except -1:
 
 cdef int _check_finite(int i) except -1:
     cdef Node* n = &G.nodes[i]
-    cdef int k, total = dim_total(&n.dim)
-    for k in range(total):
-        if G.dtype == 0:
-            if not isfinite((<float*>n.v)[k]):
-                break
-        elif not isfinite((<double*>n.v)[k]):
-            break
-    else:
+    if G.dev.find_nonfinite(n.v, dim_total(&n.dim), G.dtype) < 0:
         return 0
     raise RuntimeError("NaN or Inf detected: first in %s" % node_desc(i))
 
@@ -612,10 +605,7 @@ cdef bint seed_backward(int nid, const unsigned char* live) noexcept:
     G.bwd_target = nid
     if not live[nid]:
         return False
-    if G.dtype == 0:
-        (<float*>n.g)[0] += 1.0
-    else:
-        (<double*>n.g)[0] += 1.0
+    G.dev.add_scalar(n.g, 1.0, G.dtype)
     return True
 
 

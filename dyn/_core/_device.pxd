@@ -18,5 +18,9 @@ ctypedef struct Device:
     void (*gather)(char* dst, char** srcs, const long* lens, int m, int isz) noexcept nogil
     # dsts[j] += the j-th piece of src (lens[j] items of dtype 0 float32 / 1 float64); NULL dsts skipped
     void (*scatter_add)(char** dsts, const char* src, const long* lens, int m, int dtype) noexcept nogil
+    # p[0] += v (seeding backward with d loss / d loss = 1)
+    void (*add_scalar)(void* p, double v, int dtype) noexcept nogil
+    # the index of the first NaN or Inf among p's n items, or -1 (check_validity)
+    long (*find_nonfinite)(const void* p, long n, int dtype) noexcept nogil
 
 cdef Device* cpu_device() noexcept nogil
