@@ -14,12 +14,23 @@ from libc.math cimport exp, log, fabs
 from libc.float cimport FLT_MIN
 from dyn._core._graph import set_labels
 from dyn._core._graph cimport (
-    Graph, Node, Dim, cg, register_op, dim_size, dim_cols, dim_str, arg, idx, set_indices, dim_eq_nobatch)
+    Graph, Node, Dim, cg, declare_op, set_kernels, shape_fn, kfwd_fn, kbwd_fn, DEV_CPU, dim_size, dim_cols,
+    dim_str, arg, idx, set_indices, dim_eq_nobatch)
 from dyn._core._expr cimport node1, node2, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core._kutil cimport batch_off, batch_rule, expr_arg, g_node, index_arg, indices_arg, int_arg, looks_like_vector, number_arg, scalar_out
 
 # ---------------------------------------------------------------- helpers
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
+
+
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64,
+             int aux=0) except -1:
+    """declare_op, then the CPU kernels of both float types."""
+    cdef int op = declare_op(name, shape, aux)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
 
 
 # ---------------------------------------------------------------- hinge, hinge_batch
@@ -87,25 +98,18 @@ cdef void _hinge_bwd(real* gx, real* gy, real* x, int* vs, int m, int B, int xb,
         pg[v] -= gy[b] * cnt - t
 
 
-cdef void fwd_hinge(Graph* g, Node* n) noexcept:
+cdef void fwd_hinge(Graph* g, Node* n, real* y) noexcept:
     cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _hinge_fwd(<float*>n.v, <float*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, <float>n.fa[0])
-    else:
-        _hinge_fwd(<double*>n.v, <double*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, n.fa[0])
+    _hinge_fwd(y, <real*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, <real>n.fa[0])
 
 
-cdef void bwd_hinge(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_hinge(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _hinge_bwd(<float*>x.g, <float*>n.g, <float*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd,
-                   <float>n.fa[0])
-    else:
-        _hinge_bwd(<double*>x.g, <double*>n.g, <double*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd,
-                   n.fa[0])
+    _hinge_bwd(<real*>x.g, gy, <real*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, <real>n.fa[0])
 
 
-cdef int OP_HINGE = register_op("hinge", _shape_hinge, fwd_hinge, bwd_hinge)
+cdef int OP_HINGE = _op("hinge", _shape_hinge, <kfwd_fn>fwd_hinge[float], <kfwd_fn>fwd_hinge[double],
+                        <kbwd_fn>bwd_hinge[float], <kbwd_fn>bwd_hinge[double])
 
 
 cdef double _margin(object m, str name) except? -1.0:
@@ -188,7 +192,7 @@ cdef void _hdim_fwd(Graph* g, Node* n, real* y) noexcept nogil:
             y[b * outer + o] = <real>acc
 
 
-cdef void _hdim_bwd(Graph* g, Node* n, real* gy) noexcept nogil:
+cdef void _hdim_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
     cdef Node* x = arg(g, n, 0)
     cdef int b, o, i, v, cnt, outer, ostr, inner, istr, s = dim_size(&x.dim)
     cdef int* vs = idx(g, n)
@@ -216,21 +220,8 @@ cdef void _hdim_bwd(Graph* g, Node* n, real* gy) noexcept nogil:
             pg[v * istr] -= c * cnt - t
 
 
-cdef void fwd_hdim(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _hdim_fwd(g, n, <float*>n.v)
-    else:
-        _hdim_fwd(g, n, <double*>n.v)
-
-
-cdef void bwd_hdim(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _hdim_bwd(g, n, <float*>n.g)
-    else:
-        _hdim_bwd(g, n, <double*>n.g)
-
-
-cdef int OP_HINGE_DIM = register_op("hinge_dim", _shape_hdim, fwd_hdim, bwd_hdim)
+cdef int OP_HINGE_DIM = _op("hinge_dim", _shape_hdim, <kfwd_fn>_hdim_fwd[float], <kfwd_fn>_hdim_fwd[double],
+                            <kbwd_fn>_hdim_bwd[float], <kbwd_fn>_hdim_bwd[double])
 
 
 def hinge_dim(x, v, d=0, m=1.0):
@@ -338,21 +329,9 @@ cdef void _pairloss_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
                     pg[i] += <real>(sg * ((d > 0) - (d < 0)))
 
 
-cdef void fwd_pairloss(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _pairloss_fwd(g, n, <float*>n.v)
-    else:
-        _pairloss_fwd(g, n, <double*>n.v)
-
-
-cdef void bwd_pairloss(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _pairloss_bwd(g, n, i, <float*>n.g)
-    else:
-        _pairloss_bwd(g, n, i, <double*>n.g)
-
-
-cdef int OP_PAIRLOSS = register_op("pair_loss", _shape_pairloss, fwd_pairloss, bwd_pairloss)
+cdef int OP_PAIRLOSS = _op("pair_loss", _shape_pairloss, <kfwd_fn>_pairloss_fwd[float],
+                           <kfwd_fn>_pairloss_fwd[double], <kbwd_fn>_pairloss_bwd[float],
+                           <kbwd_fn>_pairloss_bwd[double])
 set_labels("pair_loss", 0, _PAIR_NAMES)
 
 
@@ -403,23 +382,19 @@ cdef void _poisson_bwd(real* gx, real* gy, real* x, int m, double k) noexcept no
         gx[i] += <real>(gy[i] * (exp(<double>x[i]) - k))
 
 
-cdef void fwd_poisson(Graph* g, Node* n) noexcept:
+cdef void fwd_poisson(Graph* g, Node* n, real* y) noexcept:
     cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _poisson_fwd(<float*>n.v, <float*>x.v, n.dim.bd, n.fa[0], n.fa[1])
-    else:
-        _poisson_fwd(<double*>n.v, <double*>x.v, n.dim.bd, n.fa[0], n.fa[1])
+    _poisson_fwd(y, <real*>x.v, n.dim.bd, n.fa[0], n.fa[1])
 
 
-cdef void bwd_poisson(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_poisson(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _poisson_bwd(<float*>x.g, <float*>n.g, <float*>x.v, n.dim.bd, n.fa[0])
-    else:
-        _poisson_bwd(<double*>x.g, <double*>n.g, <double*>x.v, n.dim.bd, n.fa[0])
+    _poisson_bwd(<real*>x.g, gy, <real*>x.v, n.dim.bd, n.fa[0])
 
 
-cdef int OP_POISSON = register_op("poisson_loss", _shape_poisson, fwd_poisson, bwd_poisson)
+cdef int OP_POISSON = _op("poisson_loss", _shape_poisson, <kfwd_fn>fwd_poisson[float],
+                          <kfwd_fn>fwd_poisson[double], <kbwd_fn>bwd_poisson[float],
+                          <kbwd_fn>bwd_poisson[double])
 
 
 def poisson_loss(log_lambda, x, double lgamma_x1):
@@ -475,21 +450,8 @@ cdef void _prl_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
                     pg[i] += gy[k * s + i]
 
 
-cdef void fwd_prl(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _prl_fwd(g, n, <float*>n.v)
-    else:
-        _prl_fwd(g, n, <double*>n.v)
-
-
-cdef void bwd_prl(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _prl_bwd(g, n, i, <float*>n.g)
-    else:
-        _prl_bwd(g, n, i, <double*>n.g)
-
-
-cdef int OP_PRL = register_op("pairwise_rank_loss", _shape_prl, fwd_prl, bwd_prl)
+cdef int OP_PRL = _op("pairwise_rank_loss", _shape_prl, <kfwd_fn>_prl_fwd[float], <kfwd_fn>_prl_fwd[double],
+                      <kbwd_fn>_prl_bwd[float], <kbwd_fn>_prl_bwd[double])
 
 
 def pairwise_rank_loss(x, y, m=1.0):
