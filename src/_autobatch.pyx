@@ -59,7 +59,6 @@ from dyn._core._graph cimport (
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_AUXHEAD, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT,
     ABA_SHARE, ABA_CATAUX,
     F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS, MAX_ELEMS)
-from dyn._core cimport _blas
 
 
 cdef enum:

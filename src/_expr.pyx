@@ -238,7 +238,7 @@ cdef object _flat(int nid, bint grad):
     cdef int total = dim_total(&n.dim)
     cdef void* p = n.g if grad else n.v
     out = np.empty(total, dtype=np.float32 if cg().dtype == 0 else np.float64)
-    memcpy(cnp.PyArray_DATA(out), p, total * cg().itemsize)
+    cg().dev.to_host(cnp.PyArray_DATA(out), p, <size_t>total * cg().itemsize)
     return out.astype(np.float64, copy=False)
 
 

@@ -14,6 +14,9 @@ ctypedef struct Device:
     void (*release)(void* p) noexcept nogil
     void (*zero)(void* p, size_t nbytes) noexcept nogil
     void (*copy)(void* dst, const void* src, size_t nbytes) noexcept nogil
+    # between the device and host memory (numpy arrays): what value() reads back, what inputs send
+    void (*to_host)(void* host, const void* src, size_t nbytes) noexcept nogil
+    void (*from_host)(void* dst, const void* host, size_t nbytes) noexcept nogil
     # dst = the m pieces srcs[j] (lens[j] items of isz bytes each) one after the other
     void (*gather)(char* dst, char** srcs, const long* lens, int m, int isz) noexcept nogil
     # dsts[j] += the j-th piece of src (lens[j] items of dtype 0 float32 / 1 float64); NULL dsts skipped
