@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import common  # noqa: E402
 import numpy as np  # noqa: E402
+from settings import RNNLM  # noqa: E402
 
 
 def load(name, path):
@@ -35,7 +36,7 @@ def load(name, path):
 
 def main(argv=None):
     p = common.parser(__doc__.splitlines()[0], sparse=False)
-    p.add_argument("--minibatch", type=int, default=16)
+    p.add_argument("--minibatch", type=int, default=RNNLM.minibatch)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--rtol", type=float, default=2e-3)
     args = common.parse(p, argv)
@@ -47,14 +48,11 @@ def main(argv=None):
     dy, torch = task.dy, peer.torch
 
     args.quick = True  # a slice of the training data is enough
-    train, _, vw = common.ptb(args, quick_train=1000)
-    S = vw.w2i["<s>"]
-    train = [s + [S] for s in train]
-    H, E = 256, 128
+    train, _, vw, S = common.lm_data(args, quick_train=1000)
+    H, E = RNNLM.hidden, RNNLM.wembed
 
     model = dy.Model()
-    trainer = dy.AdamTrainer(model, 0.001)
-    trainer.set_clip_threshold(-1.0)
+    trainer = common.dyn_trainer(dy, model, sparse=True)  # dyn's default (exact: as dense updates)
     lm = task.RNNLM(model, len(vw), E, H, S)
     tlm = peer.LM(len(vw), E, H, sparse=False)
     Wx, Wh, b = lm.RNN.get_parameters()[0]
@@ -73,7 +71,7 @@ def main(argv=None):
         tlm.lstm.bias_ih_l0.copy_(bias)
     opt = peer.Adam(tlm, sparse=False)
 
-    mbs = task.batches(train, args.minibatch)
+    mbs = common.lm_minibatches(train, args.minibatch)
     random.shuffle(mbs)
     worst = 0.0
     for k, mb in enumerate(mbs[: args.steps]):
@@ -81,7 +79,7 @@ def main(argv=None):
         dv = loss.scalar_value()
         loss.backward()
         trainer.update()
-        ((inp, tgt, mask, _),) = peer.to_batches(mb, len(mb), S)
+        inp, tgt, mask, _ = peer.tensors(mb, S)
         opt.zero_grad()
         tl = tlm.loss(inp, tgt, mask)
         tl.backward()

@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from torch_common import Adam, common, torch  # noqa: E402
+from torch_common import Adam, common, settings, torch  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -30,24 +30,17 @@ class Tagger(nn.Module):
 
 
 def main(argv=None):
-    p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--wembed", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=50)
-    p.add_argument("--mlp", type=int, default=32)
+    p = common.parser(__doc__.splitlines()[0], settings.Tagger)
     args = common.parse(p, argv)
     train, dev, vw, vt, _, _ = common.tagging(args)
-    UNK = vw.w2i["_UNK_"]
     model = Tagger(len(vw), len(vt), args.wembed, args.hidden, args.mlp, args.sparse)
     opt = Adam(model, args.sparse)
 
-    def to_ids(sent):
-        return (
-            torch.tensor([vw.w2i.get(w, UNK) for w, _ in sent]),
-            torch.tensor([vt.w2i.get(t, 0) for _, t in sent]),
-        )
+    def to_tensors(sents):
+        return [(torch.tensor(ws), torch.tensor(ts)) for ws, ts in common.tagged_ids(sents, vw, vt)]
 
-    train_ids = [to_ids(s) for s in train]
-    dev_ids = [to_ids(s) for s in dev]
+    train_ids = to_tensors(train)
+    dev_ids = to_tensors(dev)
     dev_gold = [[t for _, t in s] for s in dev]
 
     def step(item):

@@ -4,7 +4,9 @@ bench/tasks/bilstm_tagger_char.py): same settings and data.
 Frequent words (count > 5) use nn.Embedding(128); the rare words of a sentence are padded and
 packed through one bidirectional character nn.LSTM(20 -> 64 each way) and represented by its final
 states; then bidirectional nn.LSTM(50) -> tanh MLP 32 -> tags, one sentence per step. Adam lr
-0.001, no clipping; --sparse: sparse embedding gradients with SparseAdam.
+0.001, no clipping; --sparse: sparse embedding gradients with SparseAdam. Settings
+(settings.CharTagger) and the split into frequent and spelled words (common.char_tagged) are the
+dyn program's.
 """
 
 import os
@@ -12,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from torch_common import Adam, common, torch  # noqa: E402
+from torch_common import Adam, common, settings, torch  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -43,11 +45,7 @@ class CharTagger(nn.Module):
 
 
 def main(argv=None):
-    p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--cembed", type=int, default=20)
-    p.add_argument("--wembed", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=50)
-    p.add_argument("--mlp", type=int, default=32)
+    p = common.parser(__doc__.splitlines()[0], settings.CharTagger)
     args = common.parse(p, argv)
     train, dev, vw, vt, vc, wc = common.tagging(args)
     PAD = vc.w2i["<*>"]
@@ -56,27 +54,30 @@ def main(argv=None):
     )
     opt = Adam(model, args.sparse)
 
-    def prepare(sent):
-        words = [w for w, _ in sent]
-        freq = [i for i, w in enumerate(words) if wc[w] > 5]
-        rare = [i for i, w in enumerate(words) if wc[w] <= 5]
-        seqs = [[PAD] + [vc.w2i.get(c, PAD) for c in words[i]] + [PAD] for i in rare]
+    def prepare(keys, tags):
+        """common.char_tagged's (word keys, tag ids) as tensors: the frequent words' positions and
+        ids, the spelled words' positions and characters (time-major, padded), their lengths."""
+        freq = [i for i, k in enumerate(keys) if isinstance(k, int)]
+        rare = [i for i, k in enumerate(keys) if not isinstance(k, int)]
+        seqs = [keys[i] for i in rare]
         T = max(map(len, seqs), default=0)
         chars = torch.tensor(
             [[s[t] if t < len(s) else PAD for s in seqs] for t in range(T)], dtype=torch.long
         )
         item = (
             torch.tensor(freq, dtype=torch.long),
-            torch.tensor([vw.w2i[words[i]] for i in freq], dtype=torch.long),
+            torch.tensor([keys[i] for i in freq], dtype=torch.long),
             torch.tensor(rare, dtype=torch.long),
             chars,
             torch.tensor([len(s) for s in seqs], dtype=torch.long),
-            len(words),
+            len(keys),
         )
-        return item, torch.tensor([vt.w2i.get(t, 0) for _, t in sent])
+        return item, torch.tensor(tags)
 
-    train_items = [prepare(s) for s in train]
-    dev_items = [(prepare(s)[0], [t for _, t in s]) for s in dev]
+    train_items = [prepare(*kt) for kt in common.char_tagged(train, vw, vt, vc, wc)]
+    dev_items = [
+        (prepare(*kt)[0], [t for _, t in s]) for kt, s in zip(common.char_tagged(dev, vw, vt, vc, wc), dev)
+    ]
 
     def step(example):
         item, ts = example

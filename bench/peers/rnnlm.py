@@ -3,7 +3,8 @@
 nn.Embedding(128) -> nn.LSTM(256) -> Linear(10k), sentences sorted by length, padded, padding
 masked out of the summed loss; minibatch 1/4/16/64 (--minibatch); Adam lr 0.001, no clipping;
 --sparse: sparse embedding gradients with SparseAdam (the softmax stays dense). Dev perplexity
-in batches of 64 (not timed).
+in batches of 64 (not timed). Settings (settings.RNNLM) and data (common.lm_data,
+common.lm_minibatches) are the dyn program's.
 
 The same model as the dyn program, initialised as DyNet initialises it by default (Glorot
 everywhere, LSTM bias zero plus forget bias 1, one LSTM bias vector: torch_common.dynet_init_):
@@ -18,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from torch_common import Adam, common, dynet_init_, dynet_lstm_init_, torch  # noqa: E402
+from torch_common import Adam, common, dynet_init_, dynet_lstm_init_, settings, torch  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -41,33 +42,27 @@ class LM(nn.Module):
         return (nll * mask.flatten()).sum()
 
 
+def tensors(mb, S):
+    """A minibatch (longest sentence first) as (input, target, mask, n_words), time-major."""
+    T = len(mb[0])
+    tgt = [[s[i] if i < len(s) else S for s in mb] for i in range(T)]
+    inp = [[S] * len(mb)] + tgt[:-1]
+    mask = [[1.0 if i < len(s) else 0.0 for s in mb] for i in range(T)]
+    return torch.tensor(inp), torch.tensor(tgt), torch.tensor(mask), sum(map(len, mb))
+
+
 def to_batches(sents, size, S):
-    """Longest first, cut into minibatches; (input, target, mask, n_words) tensors, time-major."""
-    sents = sorted(sents, key=lambda s: -len(s))
-    out = []
-    for k in range(0, len(sents), size):
-        mb = sents[k : k + size]
-        T = len(mb[0])
-        tgt = [[s[i] if i < len(s) else S for s in mb] for i in range(T)]
-        inp = [[S] * len(mb)] + tgt[:-1]
-        mask = [[1.0 if i < len(s) else 0.0 for s in mb] for i in range(T)]
-        out.append((torch.tensor(inp), torch.tensor(tgt), torch.tensor(mask), sum(map(len, mb))))
-    return out
+    """common.lm_minibatches (longest first, cut into minibatches), as tensors."""
+    return [tensors(mb, S) for mb in common.lm_minibatches(sents, size)]
 
 
 def main(argv=None):
-    p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--minibatch", type=int, default=16)
-    p.add_argument("--wembed", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=256)
+    p = common.parser(__doc__.splitlines()[0], settings.RNNLM)
     args = common.parse(p, argv)
-    train, dev, vw = common.ptb(args)
-    S = vw.w2i["<s>"]
-    train = [s + [S] for s in train]
-    dev = [s + [S] for s in dev]
+    train, dev, vw, S = common.lm_data(args)
     model = LM(len(vw), args.wembed, args.hidden, args.sparse)
     opt = Adam(model, args.sparse)
-    dev_batches = to_batches(dev, 64, S)
+    dev_batches = to_batches(dev, settings.RNNLM.dev_minibatch, S)
 
     def step(mb):
         inp, tgt, mask, n = mb

@@ -1,7 +1,8 @@
 """Shared pieces of the PyTorch peers: torch import with a clear message, threads, Adam/SparseAdam,
 DyNet's default initialisation.
 
-The peers read data through bench/tasks/common.py, the same pipeline as the dyn programs.
+The peers read and prepare data through bench/tasks/common.py, the same pipeline as the dyn
+programs, with the same settings (bench/tasks/settings.py).
 """
 
 import os
@@ -10,6 +11,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks"))
 
 import common  # noqa: E402,F401  (sets the startup clock before torch is imported)
+import settings  # noqa: E402,F401
 
 try:
     import torch  # noqa: E402
@@ -50,10 +52,10 @@ def dynet_lstm_init_(lstm):
 
 
 class Adam:
-    """Adam lr 0.001 (no clipping). With sparse=True the sparse embeddings get SparseAdam
-    (lazy updates of the rows used, as DyNet's sparse updates) and the rest dense Adam."""
+    """Adam lr 0.001 (settings.ADAM_LR, no clipping). With sparse=True the sparse embeddings get
+    SparseAdam (lazy updates of the rows used, as DyNet's sparse updates) and the rest dense Adam."""
 
-    def __init__(self, module, sparse, lr=0.001):
+    def __init__(self, module, sparse, lr=settings.ADAM_LR):
         sparse_params = []
         if sparse:
             for m in module.modules():

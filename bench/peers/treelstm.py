@@ -3,7 +3,8 @@
 Same model: leaves read their word embedding (i, o, u from W x + b), internal nodes their two
 children (i, o, u, f_left, f_right from U [h_l; h_r] + b, +1 on the forget gates as dyn's
 forget_bias), softmax over 5 classes at the root; embedding 128, hidden 128; Adam lr 0.001, no
-clipping; one tree per step, recursion in Python (nn.LSTM does not apply to trees).
+clipping; one tree per step, recursion in Python (nn.LSTM does not apply to trees). Settings
+(settings.TreeLSTM) and data (common.sst, common.leaf_ids) are the dyn program's.
 """
 
 import os
@@ -11,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from torch_common import Adam, common, torch  # noqa: E402
+from torch_common import Adam, common, settings, torch  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -46,17 +47,14 @@ class TreeLSTM(nn.Module):
 
 
 def main(argv=None):
-    p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--wembed", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=128)
+    p = common.parser(__doc__.splitlines()[0], settings.TreeLSTM)
     args = common.parse(p, argv)
     train, dev, vw = common.sst(args)
-    UNK = vw.w2i["_UNK_"]
-    model = TreeLSTM(len(vw), args.wembed, args.hidden, 5, args.sparse)
+    model = TreeLSTM(len(vw), args.wembed, args.hidden, settings.TreeLSTM.labels, args.sparse)
     opt = Adam(model, args.sparse)
 
     def leaf_ids(tree):
-        return {n: torch.tensor(vw.w2i.get(n.word, UNK)) for n in tree.nodes() if n.is_leaf()}
+        return {n: torch.tensor(i) for n, i in common.leaf_ids(tree, vw).items()}
 
     train_items = [(t, leaf_ids(t), torch.tensor(t.label)) for t in train]
     dev_items = [(t, leaf_ids(t)) for t in dev]

@@ -1,7 +1,7 @@
 """BiLSTM tagger (dynet-benchmark dynet-py/bilstm-tagger.py) written with dyn.
 
-Paper settings (Table 1): word embedding 128, LSTM 50 each way, tanh MLP 32; Adam lr 0.001, no
-clipping; words seen at most 5 times in train are _UNK_. One graph per sentence.
+Paper settings (Table 1, in settings.Tagger): word embedding 128, LSTM 50 each way, tanh MLP 32;
+Adam lr 0.001, no clipping; words seen at most 5 times in train are _UNK_. One graph per sentence.
 
     python bench/tasks/bilstm_tagger.py [DATA] [--time S] [--sparse] [--quick]
 """
@@ -13,24 +13,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402  (sets the startup clock before dyn is imported)
 import numpy as np  # noqa: E402
+import settings  # noqa: E402
 
 import dyn as dy  # noqa: E402
 
 
 def main(argv=None):
-    p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--wembed", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=50)
-    p.add_argument("--mlp", type=int, default=32)
+    p = common.parser(__doc__.splitlines()[0], settings.Tagger)
     args = common.parse(p, argv)
     train, dev, vw, vt, _, _ = common.tagging(args)
     UNK = vw.w2i["_UNK_"]
     nwords, ntags = len(vw), len(vt)
 
     model = dy.Model()
-    trainer = dy.AdamTrainer(model, 0.001)
-    trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(args.sparse)
+    trainer = common.dyn_trainer(dy, model, args.sparse)
 
     WORDS_LOOKUP = model.add_lookup_parameters((nwords, args.wembed))
     pH = model.add_parameters((args.mlp, args.hidden * 2))
@@ -48,10 +44,7 @@ def main(argv=None):
         bi_exps = [dy.concatenate([f, b]) for f, b in zip(fw_exps, reversed(bw_exps))]
         return [O_ * dy.tanh(H * x) for x in bi_exps]
 
-    def to_ids(sent):
-        return [vw.w2i.get(w, UNK) for w, _ in sent], [vt.w2i[t] for _, t in sent]
-
-    train_ids = [to_ids(s) for s in train]
+    train_ids = common.tagged_ids(train, vw, vt)
 
     def step(item):
         ws, ts = item

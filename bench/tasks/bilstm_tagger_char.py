@@ -1,10 +1,11 @@
 """BiLSTM tagger with character features for rare words (dynet-benchmark
 dynet-py/bilstm-tagger-withchar.py) written with dyn.
 
-Paper settings (Table 1): character embedding 20, word embedding 128, LSTM 50 each way, tanh MLP
-32; Adam lr 0.001, no clipping. Words seen more than 5 times in train use their embedding; the
-others (and all unseen words) are the concatenated last states of a character BiLSTM (hidden 64
-each way, so the representation is also 128) over ``<*> chars <*>``. One graph per sentence.
+Paper settings (Table 1, in settings.CharTagger): character embedding 20, word embedding 128, LSTM
+50 each way, tanh MLP 32; Adam lr 0.001, no clipping. Words seen more than 5 times in train use
+their embedding; the others (and all unseen words) are the concatenated last states of a
+character BiLSTM (hidden 64 each way, so the representation is also 128) over ``<*> chars <*>``
+(common.word_keys). One graph per sentence.
 
     python bench/tasks/bilstm_tagger_char.py [DATA] [--time S] [--sparse] [--quick]
 """
@@ -16,25 +17,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402  (sets the startup clock before dyn is imported)
 import numpy as np  # noqa: E402
+import settings  # noqa: E402
 
 import dyn as dy  # noqa: E402
 
 
 def main(argv=None):
-    p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--cembed", type=int, default=20)
-    p.add_argument("--wembed", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=50)
-    p.add_argument("--mlp", type=int, default=32)
+    p = common.parser(__doc__.splitlines()[0], settings.CharTagger)
     args = common.parse(p, argv)
     train, dev, vw, vt, vc, wc = common.tagging(args)
-    PAD = vc.w2i["<*>"]
     nwords, ntags, nchars = len(vw), len(vt), len(vc)
 
     model = dy.Model()
-    trainer = dy.AdamTrainer(model, 0.001)
-    trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(args.sparse)
+    trainer = common.dyn_trainer(dy, model, args.sparse)
 
     WORDS_LOOKUP = model.add_lookup_parameters((nwords, args.wembed))
     CHARS_LOOKUP = model.add_lookup_parameters((nchars, args.cembed))
@@ -44,12 +39,6 @@ def main(argv=None):
     bwdRNN = dy.VanillaLSTMBuilder(1, args.wembed, args.hidden, model)
     cFwdRNN = dy.VanillaLSTMBuilder(1, args.cembed, args.wembed // 2, model)
     cBwdRNN = dy.VanillaLSTMBuilder(1, args.cembed, args.wembed // 2, model)
-
-    def word_key(w):
-        """A frequent word's id, or the tuple of a rare word's character ids."""
-        if wc[w] > 5:
-            return vw.w2i[w]
-        return tuple([PAD] + [vc.w2i.get(c, PAD) for c in w] + [PAD])
 
     def word_rep(key, cf_init, cb_init):
         if isinstance(key, int):
@@ -71,7 +60,7 @@ def main(argv=None):
         bi_exps = [dy.concatenate([f, b]) for f, b in zip(fw_exps, reversed(bw_exps))]
         return [O_ * dy.tanh(H * x) for x in bi_exps]
 
-    train_ids = [([word_key(w) for w, _ in s], [vt.w2i[t] for _, t in s]) for s in train]
+    train_ids = common.char_tagged(train, vw, vt, vc, wc)
 
     def step(item):
         keys, ts = item
@@ -85,7 +74,7 @@ def main(argv=None):
     def evaluate():
         good = total = 0
         for sent in dev:
-            exps = build_tagging_graph([word_key(w) for w, _ in sent])
+            exps = build_tagging_graph(common.word_keys([w for w, _ in sent], vw, vc, wc))
             for e, (_, t) in zip(exps, sent):
                 good += vt.i2w[int(np.argmax(e.npvalue()))] == t
                 total += 1

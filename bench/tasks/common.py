@@ -1,10 +1,12 @@
-"""Shared pieces of the benchmark tasks: data readers, vocabularies, argument parsing, timing loop.
+"""Shared pieces of the benchmark tasks: data readers, vocabularies, data preparation, argument
+parsing, timing loop.
 
 Mirrors neulab/dynet-benchmark's dynet-py scripts: the data formats (ptb text, ``word|tag``
 sentences, PTB-style sentiment trees), words seen at most 5 times mapped to an unknown word in
 the taggers, Adam (lr 0.001, no clipping), and the timing rule (dev evaluation is not counted in
 the training time). Used by both the dyn programs (bench/tasks) and the PyTorch peers
-(bench/peers), so that both read the same data the same way. Imports neither dyn nor torch.
+(bench/peers), so that both read and prepare the same data the same way; the sizes, slices and
+trainer settings they share are in settings.py. Imports neither dyn nor torch.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import random
 import sys
 import time
 from collections import Counter
+
+import settings
 
 START = time.time()  # process start (near enough): startup_time is measured from here
 
@@ -43,7 +47,8 @@ def check_data(args, dataset):
     rule.find_data_or_exit(given, need=dataset)
 
 
-def parser(description, sparse=True):
+def parser(description, task=None, sparse=True):
+    """The tasks' command line; ``task`` (a class of settings.py) adds its size flags."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument(
         "data", nargs="?", default=None, help="data folder (default: $DYN_DATA, else ../shared/data)"
@@ -59,6 +64,8 @@ def parser(description, sparse=True):
     p.add_argument("--dynet-seed", default=None)
     p.add_argument("--dynet-gpus", default=None)
     p.add_argument("--dynet-autobatch", default=None)
+    if task is not None:
+        settings.add_flags(p, task)
     return p
 
 
@@ -188,12 +195,20 @@ class Vocab:
 # --------------------------------------------------------------------------- data sets
 
 
-def ptb(args, quick_train=200, quick_dev=50):
-    check_data(args, "ptb")
-    d = os.path.join(args.data, "ptb")
-    lim_t, lim_d = (quick_train, quick_dev) if args.quick else (None, None)
-    train = read_text(os.path.join(d, "ptb.train.txt"), lim_t)
-    dev = read_text(os.path.join(d, "ptb.valid.txt"), lim_d)
+def _read_split(args, dataset, reader, train_path, dev_path, limits):
+    """(train, dev) of a data set under args.data, sliced to ``limits`` with --quick."""
+    check_data(args, dataset)
+    lim_t, lim_d = limits if args.quick else (None, None)
+    return reader(os.path.join(args.data, *train_path), lim_t), reader(
+        os.path.join(args.data, *dev_path), lim_d
+    )
+
+
+def ptb(args, quick_train=settings.RNNLM.quick_train, quick_dev=settings.RNNLM.quick_dev):
+    """PTB as word ids (``<s>`` is id 0; a dev word not in train is ``<unk>``) and the vocabulary."""
+    train, dev = _read_split(
+        args, "ptb", read_text, ("ptb", "ptb.train.txt"), ("ptb", "ptb.valid.txt"), (quick_train, quick_dev)
+    )
     vocab = Vocab(["<s>"])
     for s in train:
         for w in s:
@@ -204,13 +219,30 @@ def ptb(args, quick_train=200, quick_dev=50):
     return train_ids, dev_ids, vocab
 
 
-def tagging(args, quick_train=300, quick_dev=100, unk_below=6):
+def lm_data(args, quick_train=settings.RNNLM.quick_train):
+    """The RNN LM's sentences: ptb's, each ended by ``<s>``; (train, dev, vocabulary, id of <s>)."""
+    train, dev, vocab = ptb(args, quick_train)
+    S = vocab.w2i["<s>"]
+    return [s + [S] for s in train], [s + [S] for s in dev], vocab, S
+
+
+def lm_minibatches(sents, size):
+    """Sort longest first and cut into minibatches of ``size`` (as the benchmark's train_order)."""
+    sents = sorted(sents, key=lambda s: -len(s))
+    return [sents[i : i + size] for i in range(0, len(sents), size)]
+
+
+def tagging(
+    args,
+    quick_train=settings.Tagger.quick_train,
+    quick_dev=settings.Tagger.quick_dev,
+    unk_below=settings.Tagger.rare + 1,
+):
     """Tagger data; words seen fewer than ``unk_below`` times in train become _UNK_ (as the benchmark)."""
-    check_data(args, "tagging")
-    d = os.path.join(args.data, "tagging", "wikiner-10k")
-    lim_t, lim_d = (quick_train, quick_dev) if args.quick else (None, None)
-    train = read_tagged(os.path.join(d, "train.txt"), lim_t)
-    dev = read_tagged(os.path.join(d, "dev.txt"), lim_d)
+    d = ("tagging", "wikiner-10k")
+    train, dev = _read_split(
+        args, "tagging", read_tagged, d + ("train.txt",), d + ("dev.txt",), (quick_train, quick_dev)
+    )
     wc = Counter(w for s in train for w, _ in s)
     words = Vocab(w for s in train for w, _ in s if wc[w] >= unk_below)
     words.add("_UNK_")
@@ -220,15 +252,52 @@ def tagging(args, quick_train=300, quick_dev=100, unk_below=6):
     return train, dev, words, tags, chars, wc
 
 
-def sst(args, quick_train=200, quick_dev=100):
-    check_data(args, "sst")
-    d = os.path.join(args.data, "sst")
-    lim_t, lim_d = (quick_train, quick_dev) if args.quick else (None, None)
-    train = read_trees(os.path.join(d, "train.txt"), lim_t)
-    dev = read_trees(os.path.join(d, "dev.txt"), lim_d)
+def tagged_ids(sents, vw, vt):
+    """[(word ids, tag ids)] of ``word|tag`` sentences: words not in vw are _UNK_, tags not in vt
+    (a dev tag never seen in train) 0."""
+    unk = vw.w2i["_UNK_"]
+    return [([vw.w2i.get(w, unk) for w, _ in s], [vt.w2i.get(t, 0) for _, t in s]) for s in sents]
+
+
+def word_keys(words, vw, vc, wc):
+    """The character tagger's words: a frequent word's id (seen more than settings.Tagger.rare
+    times in train), or the tuple of a rare word's character ids between two ``<*>``."""
+    pad = vc.w2i["<*>"]
+    return [
+        vw.w2i[w] if wc[w] > settings.Tagger.rare else tuple([pad] + [vc.w2i.get(c, pad) for c in w] + [pad])
+        for w in words
+    ]
+
+
+def char_tagged(sents, vw, vt, vc, wc):
+    """[(word keys, tag ids)] of ``word|tag`` sentences for the character tagger (word_keys; tags
+    as tagged_ids)."""
+    return [(word_keys([w for w, _ in s], vw, vc, wc), [vt.w2i.get(t, 0) for _, t in s]) for s in sents]
+
+
+def sst(args, quick_train=settings.TreeLSTM.quick_train, quick_dev=settings.TreeLSTM.quick_dev):
+    """SST trees and the vocabulary of their training leaves (with _UNK_)."""
+    train, dev = _read_split(
+        args, "sst", read_trees, ("sst", "train.txt"), ("sst", "dev.txt"), (quick_train, quick_dev)
+    )
     words = Vocab(w for t in train for w in t.leaves())
     words.add("_UNK_")
     return train, dev, words
+
+
+def leaf_ids(tree, vw):
+    """{leaf: word id} of a tree (a word not in vw is _UNK_)."""
+    unk = vw.w2i["_UNK_"]
+    return {n: vw.w2i.get(n.word, unk) for n in tree.nodes() if n.is_leaf()}
+
+
+def dyn_trainer(dy, model, sparse):
+    """The tasks' trainer in dyn (the module ``dy`` given): Adam at settings.ADAM_LR, no clipping,
+    sparse (lazy) updates of lookup tables or dense ones."""
+    trainer = dy.AdamTrainer(model, settings.ADAM_LR)
+    trainer.set_clip_threshold(settings.NO_CLIP)
+    trainer.set_sparse_updates(sparse)
+    return trainer
 
 
 # --------------------------------------------------------------------------- timing loop

@@ -1,12 +1,13 @@
 """Minibatched LSTM language model (dynet-benchmark dynet-py/rnnlm-batch.py) written with dyn.
 
-Paper settings (Table 1): word embedding 128, one LSTM layer of 256, minibatches of 1, 4, 16 or 64
-sentences (--minibatch), sentences sorted by length and padded with masks, a softmax over the
-10k PTB vocabulary (``<s>`` ends every sentence); Adam lr 0.001, no clipping; DyNet's default
-initialisation. The softmax layer runs once per minibatch: the LSTM outputs of all steps are
-joined into one batch (``concatenate_to_batch``) for one matrix product and one
-``pickneglogsoftmax_batch``, as the PyTorch peer runs one ``nn.Linear`` over the whole sequence.
-Dev perplexity is computed in batches of 64 whatever the training minibatch (forward only, not
+Paper settings (Table 1, in settings.RNNLM): word embedding 128, one LSTM layer of 256,
+minibatches of 1, 4, 16 or 64 sentences (--minibatch), sentences sorted by length and padded with
+masks (common.lm_minibatches), a softmax over the 10k PTB vocabulary (``<s>`` ends every
+sentence); Adam lr 0.001, no clipping; DyNet's default initialisation. The softmax layer runs
+once per minibatch: the LSTM outputs of all steps are joined into one batch
+(``concatenate_to_batch``) for one matrix product and one ``pickneglogsoftmax_batch``, as the
+PyTorch peer runs one ``nn.Linear`` over the whole sequence. Dev perplexity is computed in
+batches of 64 (settings.RNNLM.dev_minibatch) whatever the training minibatch (forward only, not
 timed).
 
     python bench/tasks/rnnlm.py [DATA] [--minibatch N] [--time S] [--sparse] [--quick]
@@ -19,14 +20,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402  (sets the startup clock before dyn is imported)
+import settings  # noqa: E402
 
 import dyn as dy  # noqa: E402
-
-
-def batches(sents, size):
-    """Sort longest first and cut into minibatches (as the benchmark's train_order)."""
-    sents = sorted(sents, key=lambda s: -len(s))
-    return [sents[i : i + size] for i in range(0, len(sents), size)]
 
 
 class RNNLM:
@@ -58,20 +54,12 @@ class RNNLM:
 
 
 def main(argv=None):
-    p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--minibatch", type=int, default=16)
-    p.add_argument("--wembed", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=256)
+    p = common.parser(__doc__.splitlines()[0], settings.RNNLM)
     args = common.parse(p, argv)
-    train, dev, vw = common.ptb(args)
-    S = vw.w2i["<s>"]
-    train = [s + [S] for s in train]
-    dev = [s + [S] for s in dev]
+    train, dev, vw, S = common.lm_data(args)
 
     model = dy.Model()
-    trainer = dy.AdamTrainer(model, 0.001)
-    trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(args.sparse)
+    trainer = common.dyn_trainer(dy, model, args.sparse)
     lm = RNNLM(model, len(vw), args.wembed, args.hidden, S)
 
     def step(mb):
@@ -81,7 +69,7 @@ def main(argv=None):
         trainer.update()
         return value, n
 
-    dev_batches = batches(dev, 64)
+    dev_batches = common.lm_minibatches(dev, settings.RNNLM.dev_minibatch)
 
     def evaluate():
         total = words = 0
@@ -91,7 +79,8 @@ def main(argv=None):
             words += n
         return {"dev_ppl": math.exp(total / max(words, 1))}
 
-    return common.train_loop(args, train, step, evaluate, "words", batches=batches(train, args.minibatch))
+    batches = common.lm_minibatches(train, args.minibatch)
+    return common.train_loop(args, train, step, evaluate, "words", batches=batches)
 
 
 if __name__ == "__main__":

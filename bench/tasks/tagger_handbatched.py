@@ -1,8 +1,8 @@
 """Hand-batched BiLSTM tagger written with dyn: padding, dy.lookup_batch, masks.
 
-The same model as bench/tasks/bilstm_tagger.py (word embedding 128, LSTM 50 each way, tanh MLP
-32, Adam lr 0.001, no clipping, words seen at most 5 times are _UNK_), but one graph runs a whole
-minibatch as batched expressions, the way a DyNet user batches by hand:
+The same model as bench/tasks/bilstm_tagger.py (settings.Tagger: word embedding 128, LSTM 50 each
+way, tanh MLP 32, Adam lr 0.001, no clipping, words seen at most 5 times are _UNK_), but one graph
+runs a whole minibatch as batched expressions, the way a DyNet user batches by hand:
 
 * sentences are padded to the longest one of the minibatch with a padding word (its own row of
   the embedding table, so no real word's row is touched by padding);
@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402  (sets the startup clock before dyn is imported)
 import numpy as np  # noqa: E402
+import settings  # noqa: E402
 
 import dyn as dy  # noqa: E402
 
@@ -86,21 +87,15 @@ class HandBatchedTagger:
 
 
 def main(argv=None):
-    p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--wembed", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=50)
-    p.add_argument("--mlp", type=int, default=32)
+    p = common.parser(__doc__.splitlines()[0], settings.Tagger)
     p.add_argument("--batch", type=int, default=64)
     args = common.parse(p, argv)
     train, dev, vw, vt, _, _ = common.tagging(args)
-    UNK = vw.w2i["_UNK_"]
     pad = len(vw)  # one more row: the padding word
     ntags = len(vt)
 
     model = dy.Model()
-    trainer = dy.AdamTrainer(model, 0.001)
-    trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(args.sparse)
+    trainer = common.dyn_trainer(dy, model, args.sparse)
     E = model.add_lookup_parameters((len(vw) + 1, args.wembed))
     pH = model.add_parameters((args.mlp, args.hidden * 2))
     pO = model.add_parameters((ntags, args.mlp))
@@ -108,13 +103,10 @@ def main(argv=None):
     bwdRNN = dy.VanillaLSTMBuilder(1, args.wembed, args.hidden, model)
     tagger = HandBatchedTagger(E, pH, pO, fwdRNN, bwdRNN, pad, ntags)
 
-    def to_ids(sent):
-        return [vw.w2i.get(w, UNK) for w, _ in sent], [vt.w2i.get(t, 0) for _, t in sent]
-
-    train_ids = [to_ids(s) for s in train]
+    train_ids = common.tagged_ids(train, vw, vt)
     random.shuffle(train_ids)
     batches = [tagger.batch(train_ids[i : i + args.batch]) for i in range(0, len(train_ids), args.batch)]
-    dev_ids = [to_ids(s) for s in dev]
+    dev_ids = common.tagged_ids(dev, vw, vt)
     dev_gold = [[t for _, t in s] for s in dev]
     dev_batches = [tagger.batch(dev_ids[i : i + args.batch]) for i in range(0, len(dev_ids), args.batch)]
 

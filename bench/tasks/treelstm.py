@@ -1,10 +1,10 @@
 """Tree-LSTM sentiment classifier (dynet-benchmark dynet-py/treenn.py) written with dyn.
 
-Paper settings (Table 1): word embedding 128, hidden 128; binary Tree-LSTM over the Stanford
-Sentiment Treebank trees, leaves read their word embedding, internal nodes only their two
-children, a softmax over the 5 classes at the root; Adam lr 0.001, no clipping; one graph per
-tree. The cell is dy.NaryTreeLSTMBuilder(2, ...) (per-child forget gates, no cell terms, as the
-benchmark's own Python cell).
+Paper settings (Table 1, in settings.TreeLSTM): word embedding 128, hidden 128; binary Tree-LSTM
+over the Stanford Sentiment Treebank trees, leaves read their word embedding, internal nodes only
+their two children, a softmax over the 5 classes at the root; Adam lr 0.001, no clipping; one
+graph per tree. The cell is dy.NaryTreeLSTMBuilder(2, ...) (per-child forget gates, no cell
+terms, as the benchmark's own Python cell).
 
     python bench/tasks/treelstm.py [DATA] [--time S] [--sparse] [--quick]
 """
@@ -16,23 +16,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402  (sets the startup clock before dyn is imported)
 import numpy as np  # noqa: E402
+import settings  # noqa: E402
 
 import dyn as dy  # noqa: E402
 
 
 def main(argv=None):
-    p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--wembed", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=128)
+    p = common.parser(__doc__.splitlines()[0], settings.TreeLSTM)
     args = common.parse(p, argv)
     train, dev, vw = common.sst(args)
     UNK = vw.w2i["_UNK_"]
-    nlabels = 5
+    nlabels = settings.TreeLSTM.labels
 
     model = dy.Model()
-    trainer = dy.AdamTrainer(model, 0.001)
-    trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(args.sparse)
+    trainer = common.dyn_trainer(dy, model, args.sparse)
 
     E = model.add_lookup_parameters((len(vw), args.wembed))
     builder = dy.NaryTreeLSTMBuilder(2, 1, args.wembed, args.hidden, model)
