@@ -60,6 +60,7 @@ sys.path.insert(0, os.path.join(HERE, "tasks"))
 
 import common  # noqa: E402
 import numpy as np  # noqa: E402
+from settings import Tagger, TreeLSTM  # noqa: E402
 from tagger_handbatched import HandBatchedTagger  # noqa: E402
 
 import dyn as dy  # noqa: E402
@@ -386,13 +387,11 @@ def tree_task(args):
     rng = random.Random(args.seed)
     rng.shuffle(trees)
     batches = chunks(trees, args.batch)
-    H, EMB, NLABELS = 128, 128, 5
+    H, EMB, NLABELS = TreeLSTM.hidden, TreeLSTM.wembed, TreeLSTM.labels
     emit(tree_train_trees=len(trees), tree_batches=len(batches))
 
     model = dy.ParameterCollection()
-    trainer = dy.AdamTrainer(model, 0.001)
-    trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(not args.dense)
+    trainer = common.dyn_trainer(dy, model, not args.dense)
     E = model.add_lookup_parameters((len(vw), EMB))
     builder = dy.NaryTreeLSTMBuilder(2, 1, EMB, H, model)
     pW = model.add_parameters((NLABELS, H))
@@ -457,7 +456,7 @@ def tree_task(args):
         opt = peer.Adam(tmodel, not args.dense)
 
         def titem(t):
-            ids = {n: torch.tensor(vw.w2i.get(n.word, UNK)) for n in t.nodes() if n.is_leaf()}
+            ids = {n: torch.tensor(i) for n, i in common.leaf_ids(t, vw).items()}
             return t, ids, torch.tensor([t.label])
 
         tbatches = [[titem(t) for t in batch] for batch in batches]
@@ -514,9 +513,8 @@ def tagger_task(args, sorted_batches=False):
     key = "tagger_sorted" if sorted_batches else "tagger"
     ns = argparse.Namespace(data=args.data, quick=args.quick)
     train, _, vw, vt, _, _ = common.tagging(ns)
-    UNK = vw.w2i["_UNK_"]
     ntags = len(vt)
-    data = [([vw.w2i.get(w, UNK) for w, _ in s], [vt.w2i[t] for _, t in s]) for s in train]
+    data = common.tagged_ids(train, vw, vt)
     rng = random.Random(args.seed)
     rng.shuffle(data)
     if sorted_batches:  # similar lengths together, minibatches in random order
@@ -525,12 +523,10 @@ def tagger_task(args, sorted_batches=False):
         rng.shuffle(batches)
     else:
         batches = chunks(data, args.batch)
-    EMB, HID, MLP = 128, 50, 32
+    EMB, HID, MLP = Tagger.wembed, Tagger.hidden, Tagger.mlp
 
     model = dy.ParameterCollection()
-    trainer = dy.AdamTrainer(model, 0.001)
-    trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(not args.dense)
+    trainer = common.dyn_trainer(dy, model, not args.dense)
     E = model.add_lookup_parameters((len(vw) + 1, EMB))  # the last row: hand batching's padding word
     pH = model.add_parameters((MLP, HID * 2))
     pO = model.add_parameters((ntags, MLP))

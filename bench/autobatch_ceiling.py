@@ -43,11 +43,12 @@ sys.path.insert(0, os.path.join(HERE, "tasks"))
 import common  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.linalg import blas  # noqa: E402
+from settings import TreeLSTM  # noqa: E402
 
 import dyn as dy  # noqa: E402
 from dyn._core import _autobatch, _graph  # noqa: E402
 
-H, EMB, NLABELS = 128, 128, 5
+H, EMB, NLABELS = TreeLSTM.hidden, TreeLSTM.wembed, TreeLSTM.labels
 
 
 def parse_args(argv=None):
@@ -67,9 +68,7 @@ def parse_args(argv=None):
 
 def model_and_loss(vw):
     model = dy.ParameterCollection()
-    trainer = dy.AdamTrainer(model, 0.001)
-    trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(True)
+    trainer = common.dyn_trainer(dy, model, sparse=True)
     E = model.add_lookup_parameters((len(vw), EMB))
     builder = dy.NaryTreeLSTMBuilder(2, 1, EMB, H, model)
     pW, pb = model.add_parameters((NLABELS, H)), model.add_parameters(NLABELS)
@@ -173,7 +172,7 @@ def main(argv=None):
     random.Random(args.seed).shuffle(trees)
     sys.setrecursionlimit(10000)
     trainer, graph_loss = model_and_loss(vw)
-    graphs = [trees[i * args.batch:(i + 1) * args.batch] for i in range(args.graphs)]
+    graphs = [trees[i * args.batch : (i + 1) * args.batch] for i in range(args.graphs)]
     prods = [Products(tree_batches(graph_loss, g)) for g in graphs]
     overhead = call_overhead()
 
@@ -202,7 +201,7 @@ def main(argv=None):
     rounds, peaks = [], []
     for r in range(args.rounds):
         peaks.append(sgemm_peak())
-        names = list(passes)[r % 3:] + list(passes)[:r % 3]  # the order rotates every round
+        names = list(passes)[r % 3 :] + list(passes)[: r % 3]  # the order rotates every round
         rounds.append({k: passes[k]() for k in names})
     med = lambda f: statistics.median(f(x) for x in rounds)  # noqa: E731
     spread = lambda f: "%.2f-%.2f" % (min(f(x) for x in rounds), max(f(x) for x in rounds))  # noqa: E731
@@ -213,21 +212,30 @@ def main(argv=None):
     ceil_b = lambda x: x["off"][0] / (x["products"][0] + x["off"][1])  # noqa: E731
     flop = sum(p.flop for p in prods) / len(prods)
     nb = sum(len(p.groups) for p in prods) / len(prods)
-    print("Tree-LSTM, %d trees per graph, %d graphs, %d rounds (single-threaded); ms per graph:"
-          % (args.batch, args.graphs, args.rounds))
-    print("  dyn unbatched step %.2f (graph building %.2f); autobatched step %.2f"
-          % (off * 1e3, build * 1e3, on * 1e3))
+    print(
+        "Tree-LSTM, %d trees per graph, %d graphs, %d rounds (single-threaded); ms per graph:"
+        % (args.batch, args.graphs, args.rounds)
+    )
+    print(
+        "  dyn unbatched step %.2f (graph building %.2f); autobatched step %.2f"
+        % (off * 1e3, build * 1e3, on * 1e3)
+    )
     print("  the autobatched graph's tree-node batches: %.1f per graph (batches of one included)" % nb)
-    print("  their matrix products alone: %.1f MFLOP, %.2f ms (%.0f GFLOP/s; BLAS call overhead of "
-          "%.2f us per call subtracted)" % (flop / 1e6, mm * 1e3, flop / mm / 1e9, overhead * 1e6))
+    print(
+        "  their matrix products alone: %.1f MFLOP, %.2f ms (%.0f GFLOP/s; BLAS call overhead of "
+        "%.2f us per call subtracted)" % (flop / 1e6, mm * 1e3, flop / mm / 1e9, overhead * 1e6)
+    )
     print("  autobatched / unbatched speed: measured %.2fx (rounds %s)" % (med(actual), spread(actual)))
     print("  ceiling, products only: %.2fx (rounds %s)" % (med(ceil), spread(ceil)))
     print("  ceiling, products + graph building: %.2fx (rounds %s)" % (med(ceil_b), spread(ceil_b)))
     peak = statistics.median(peaks)
     at_peak = flop / peak
-    print("  at the sgemm peak of this run (large square products, %.0f GFLOP/s) the products would take "
-          "%.2f ms: ceiling with graph building %.2fx" % (peak / 1e9, at_peak * 1e3, off / (at_peak + build)))
+    print(
+        "  at the sgemm peak of this run (large square products, %.0f GFLOP/s) the products would take "
+        "%.2f ms: ceiling with graph building %.2fx" % (peak / 1e9, at_peak * 1e3, off / (at_peak + build))
+    )
     print("  3x needs the whole autobatched step within %.2f ms" % (off / 3 * 1e3))
+
 
 if __name__ == "__main__":
     main()

@@ -3,8 +3,8 @@
 Measures, single-threaded: the sgemm peak (a large numpy float32 matrix product), the memory
 bandwidth (a large numpy copy, and an in-place add: bytes read + bytes written per second), the
 same BLAS (scipy's, which dyn calls) on the softmax layer's three matrix products, and a training
-step of bench/tasks/rnnlm.py's model (vocabulary 10k, embedding 128, LSTM 256, Adam, dense
-updates) on random word ids, phase by phase: graph building, forward, backward,
+step of bench/tasks/rnnlm.py's model (settings.RNNLM: vocabulary 10k, embedding 128, LSTM 256,
+Adam, dense updates) on random word ids, phase by phase: graph building, forward, backward,
 trainer.update(). Reports the step's matrix-product rate as a fraction of the sgemm peak and the
 Adam step's traffic (value, gradient and two moments read and written: 32 bytes per parameter)
 as a fraction of the better of the two bandwidths. With --torch, also PyTorch's step on the same
@@ -21,9 +21,13 @@ import time
 for _k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_k, "1")  # before numpy loads its BLAS
 
-import numpy as np  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tasks"))
 
-V, E, H = 10000, 128, 256
+import common  # noqa: E402
+import numpy as np  # noqa: E402
+from settings import ADAM_LR, RNNLM  # noqa: E402
+
+V, E, H = RNNLM.vocab, RNNLM.wembed, RNNLM.hidden
 
 
 def best(f, repeats):
@@ -90,9 +94,7 @@ def dyn_step(B, T, repeats):
     import dyn as dy
 
     m = dy.ParameterCollection()
-    trainer = dy.AdamTrainer(m, 0.001)
-    trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(False)
+    trainer = common.dyn_trainer(dy, m, sparse=False)
     lookup = m.add_lookup_parameters((V, E))
     W_sm, b_sm = m.add_parameters((V, H)), m.add_parameters(V)
     rnn = dy.VanillaLSTMBuilder(1, E, H, m)
@@ -126,7 +128,7 @@ def torch_step(B, T, repeats):
     torch.set_num_threads(1)
     emb, lstm, out = torch.nn.Embedding(V, E), torch.nn.LSTM(E, H), torch.nn.Linear(H, V)
     params = list(emb.parameters()) + list(lstm.parameters()) + list(out.parameters())
-    opt = torch.optim.Adam(params, lr=0.001)
+    opt = torch.optim.Adam(params, lr=ADAM_LR)
     rng = np.random.RandomState(0)
     ts = []
     for _ in range(repeats + 2):

@@ -1,7 +1,7 @@
 """Where a BiLSTM tagger step goes: graph building (lookups apart), forward, backward, update.
 
-The model and settings of bench/tasks/bilstm_tagger.py (embedding 128, LSTM 50 each way, tanh
-MLP 32, Adam lr 0.001, no clipping), one graph per sentence, timed by phase over the first
+The model and settings of bench/tasks/bilstm_tagger.py (settings.Tagger: embedding 128, LSTM 50
+each way, tanh MLP 32, Adam lr 0.001, no clipping), one graph per sentence, timed by phase over the first
 --sentences training sentences (the first 300 not counted). Microseconds per sentence.
 
     python bench/tagger_phases.py [DATA] [--sparse] [--sentences 3000]
@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tas
 
 import common  # noqa: E402
 import numpy as np  # noqa: E402
+from settings import Tagger  # noqa: E402
 
 import dyn as dy  # noqa: E402
 
@@ -26,15 +27,16 @@ def main(argv=None):
     p.add_argument("--sentences", type=int, default=3000)
     args = common.parse(p, argv)
     train, _, vw, vt, _, _ = common.tagging(args)
-    unk = vw.w2i["_UNK_"]
     model = dy.Model()
-    trainer = dy.AdamTrainer(model, 0.001)
-    trainer.set_clip_threshold(-1.0)
-    trainer.set_sparse_updates(args.sparse)
-    E = model.add_lookup_parameters((len(vw), 128))
-    pH, pO = model.add_parameters((32, 100)), model.add_parameters((len(vt), 32))
-    fwd, bwd = dy.VanillaLSTMBuilder(1, 128, 50, model), dy.VanillaLSTMBuilder(1, 128, 50, model)
-    data = [([vw.w2i.get(w, unk) for w, _ in s], [vt.w2i[t] for _, t in s]) for s in train[: args.sentences]]
+    trainer = common.dyn_trainer(dy, model, args.sparse)
+    E = model.add_lookup_parameters((len(vw), Tagger.wembed))
+    pH, pO = (
+        model.add_parameters((Tagger.mlp, 2 * Tagger.hidden)),
+        model.add_parameters((len(vt), Tagger.mlp)),
+    )
+    fwd = dy.VanillaLSTMBuilder(1, Tagger.wembed, Tagger.hidden, model)
+    bwd = dy.VanillaLSTMBuilder(1, Tagger.wembed, Tagger.hidden, model)
+    data = common.tagged_ids(train[: args.sentences], vw, vt)
     skip = min(300, len(data) // 2)
     acc, words = np.zeros(5), 0
     for i, (ws, ts) in enumerate(data):
