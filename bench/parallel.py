@@ -38,6 +38,51 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "parallel_tagger.py")
 
 
+QUICK_LIMIT, QUICK_DEV_LIMIT = 1500, 300  # --quick: training and dev sentences, one repeat
+
+
+def parser(description):
+    """The command line's start: the data folder (as the examples take it)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument(
+        "data", nargs="?", default=None, help="data folder (default: $DYN_DATA, else ../shared/data)"
+    )
+    return p
+
+
+def add_run_arguments(p, repeat_help, quick_help):
+    """The flags both parallel benches take after their own: epochs, data slices, repeats, seed,
+    --quick and --out (the runs of examples/_bench_tagger.py's tagger they compare)."""
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--limit", type=int, default=None, help="the first N training sentences (default all)")
+    p.add_argument("--dev-limit", type=int, default=None)
+    p.add_argument("--repeat", type=int, default=3, help=repeat_help)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    p.add_argument("--out", default=None, help="also write the table (markdown) here")
+
+
+def apply_quick(args):
+    """--quick: QUICK_LIMIT training and QUICK_DEV_LIMIT dev sentences (unless given), one repeat."""
+    if args.quick:
+        args.limit, args.dev_limit, args.repeat = (
+            args.limit or QUICK_LIMIT,
+            args.dev_limit or QUICK_DEV_LIMIT,
+            1,
+        )
+    return args.quick
+
+
+def write_table(text, path):
+    """Print the table and, with --out, write it to path (whole or not at all)."""
+    print("\n" + text)
+    if path:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+
+
 def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
@@ -122,7 +167,7 @@ def summarise(runs, args):
             "loss": median([r["train_loss"] for r in rs]),
             "runs": rs,
         }
-    for (mode, workers), s in out.items():
+    for (mode, _), s in out.items():
         s["speedup"] = s["wps"] / out[mode, 1]["wps"]
         s["dev_delta"] = 100.0 * (s["dev_acc"] - out[mode, 1]["dev_acc"])
     return out
@@ -202,32 +247,18 @@ def plot(args, summary, path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "data", nargs="?", default=None, help="data folder (default: $DYN_DATA, else ../shared/data)"
-    )
+    p = parser(__doc__.splitlines()[0])
     p.add_argument("--workers", default="1,2,4", help="comma-separated worker counts (1 is added)")
     p.add_argument("--modes", default="async,sync")
     p.add_argument("--batch", type=int, default=16, help="async: sentences per worker per step")
     p.add_argument(
         "--global-batch", type=int, default=32, help="sync: sentences per step, split over workers"
     )
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--limit", type=int, default=None, help="the first N training sentences (default all)")
-    p.add_argument("--dev-limit", type=int, default=None)
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--quick", action="store_true", help="1500 sentences, 300 dev, workers 1,2, 1 repeat")
-    p.add_argument("--out", default=None, help="also write the table (markdown) here")
+    add_run_arguments(p, None, "1500 sentences, 300 dev, workers 1,2, 1 repeat")
     p.add_argument("--plot", default=None, help="draw the scaling curve here (PNG; needs matplotlib)")
     args = p.parse_args(argv)
-    if args.quick:
-        args.limit, args.dev_limit, args.repeat, args.workers = (
-            args.limit or 1500,
-            args.dev_limit or 300,
-            1,
-            "1,2",
-        )
+    if apply_quick(args):
+        args.workers = "1,2"
     args.workers = sorted({1} | {int(w) for w in args.workers.split(",")})
     args.modes = [m.strip() for m in args.modes.split(",")]
     runs = {(m, w): [] for m in args.modes for w in args.workers}
@@ -238,13 +269,7 @@ def main(argv=None):
                 for w in args.workers:
                     runs[mode, w].append(run_once(mode, w, args, workdir, "%s%d_%d" % (mode, w, i)))
     summary = summarise(runs, args)
-    text = table(args, summary)
-    print("\n" + text)
-    if args.out:
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, args.out)
+    write_table(table(args, summary), args.out)
     if args.plot:
         plot(args, summary, args.plot)
 

@@ -19,7 +19,6 @@ oversubscription.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -28,7 +27,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "mpi_tagger.py")
 sys.path.insert(0, REPO)  # this checkout's dyn, as the runs use
 
-from parallel import footer, median, run_example  # noqa: E402  (bench/parallel.py: the same runner)
+from parallel import (  # noqa: E402  (bench/parallel.py: the same runner and command line)
+    add_run_arguments,
+    apply_quick,
+    footer,
+    median,
+    parser,
+    run_example,
+    write_table,
+)
 
 from dyn.parallel._mpi import find_mpiexec  # noqa: E402
 
@@ -103,22 +110,12 @@ def table(args, single, multi, diff):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "data", nargs="?", default=None, help="data folder (default: $DYN_DATA, else ../shared/data)"
-    )
+    p = parser(__doc__.splitlines()[0])
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--batch", type=int, default=16, help="sentences per rank per step")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--limit", type=int, default=None, help="the first N training sentences (default all)")
-    p.add_argument("--dev-limit", type=int, default=None)
-    p.add_argument("--repeat", type=int, default=3, help="runs of each kind, alternating")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--quick", action="store_true", help="1500 sentences, 300 dev, 1 repeat")
-    p.add_argument("--out", default=None, help="also write the table (markdown) here")
+    add_run_arguments(p, "runs of each kind, alternating", "1500 sentences, 300 dev, 1 repeat")
     args = p.parse_args(argv)
-    if args.quick:
-        args.limit, args.dev_limit, args.repeat = args.limit or 1500, args.dev_limit or 300, 1
+    apply_quick(args)
     args.mpiexec = find_mpiexec()
     if args.mpiexec is None:
         sys.exit("bench/parallel_mpi.py: no mpiexec/mpirun found (pip install 'dyn[mpi]' installs MPICH's)")
@@ -135,13 +132,7 @@ def main(argv=None):
             single.append(run_once(1, args.ranks * args.batch, args, workdir, "single%d" % i))
             multi.append(run_once(args.ranks, args.batch, args, workdir, "mpi%d" % i))
         diff = max_param_difference(single[-1]["model"], multi[-1]["model"])
-    text = table(args, single, multi, diff)
-    print("\n" + text)
-    if args.out:
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, args.out)
+    write_table(table(args, single, multi, diff), args.out)
 
 
 if __name__ == "__main__":
