@@ -21,9 +21,11 @@ from libc.string cimport memset, memcpy
 import operator
 
 from numpy import bool_ as np_bool
-from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_str, arg
+from dyn._core._graph cimport (
+    Graph, Node, Dim, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, shape_fn, DEV_CPU, dim_size,
+    dim_total, dim_str, arg)
 from dyn._core._expr cimport node1, node2, noden, finish
-from dyn._core._bcast cimport real
+from dyn._core._bcast cimport real, real_dtype
 from dyn._core cimport _blas
 from dyn._core._kutil cimport arg_dims, batch_rule, flag_arg
 
@@ -54,6 +56,16 @@ cdef inline int _pad(int X, int F, int s, int out, bint valid) noexcept nogil:
 
 cdef inline int _dim(const Dim* d, int k) noexcept nogil:
     return d.d[k] if k < d.nd else 1
+
+
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations, so no kernel asks which float type it runs in (the
+# gemm calls take real_dtype, a compile-time constant).
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64,
+             int aux=0) except -1:
+    cdef int op = declare_op(name, shape, aux)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
 
 
 cdef void _geo(Graph* g, Node* n, Geo* q) noexcept:
@@ -213,11 +225,11 @@ cdef void _conv_fwd(Graph* g, Node* n, real* y, real* x, real* f, real* bias) no
     _im2col(col, x, &q)
     n.ia[5] = 0
     if q.fb == 1:       # the common case: one gemm for the whole batch
-        _blas.gemm(g.dtype, b'N', b'N', PC, q.Co, K, 1.0, col, PX, f, K, 0.0, out, PC)
+        _blas.gemm(real_dtype(y), b'N', b'N', PC, q.Co, K, 1.0, col, PX, f, K, 0.0, out, PC)
     else:
         for b in range(q.fb):
             xi = b if q.xb > 1 else 0
-            _blas.gemm(g.dtype, b'N', b'N', P, q.Co, K, 1.0, col + <long>P * xi, PX,
+            _blas.gemm(real_dtype(y), b'N', b'N', P, q.Co, K, 1.0, col + <long>P * xi, PX,
                        f + <long>b * K * q.Co, K, 0.0, out + <long>P * b, PC)
     for b in range(q.B):
         for co in range(q.Co):
@@ -262,11 +274,11 @@ cdef void _conv_df(Graph* g, Node* n, Geo* q, real* x, real* dy, real* gf) noexc
         _im2col(col, x, q)
         n.ia[5] = 0
     if q.fb == 1:
-        _blas.gemm(g.dtype, b'T', b'N', K, q.Co, PC, 1.0, col, PX, dy, PC, 1.0, gf, K)
+        _blas.gemm(real_dtype(dy), b'T', b'N', K, q.Co, PC, 1.0, col, PX, dy, PC, 1.0, gf, K)
     else:
         for b in range(q.fb):
             xi = b if q.xb > 1 else 0
-            _blas.gemm(g.dtype, b'T', b'N', K, q.Co, P, 1.0, col + <long>P * xi, PX,
+            _blas.gemm(real_dtype(dy), b'T', b'N', K, q.Co, P, 1.0, col + <long>P * xi, PX,
                        dy + <long>P * b, PC, 1.0, gf + <long>b * K * q.Co, K)
 
 
@@ -302,11 +314,11 @@ cdef void _conv_bwd(Graph* g, Node* n, int i, real* gy, real* x, real* gx, real*
         return
     # dCol = dY F^T into Col's memory, then col2im
     if q.fb == 1:
-        _blas.gemm(g.dtype, b'N', b'T', PX, K, q.Co, 1.0, dy, PC, f, K, 0.0, col, PX)
+        _blas.gemm(real_dtype(gy), b'N', b'T', PX, K, q.Co, 1.0, dy, PC, f, K, 0.0, col, PX)
     else:
         for b in range(q.fb):
             xi = b if q.xb > 1 else 0
-            _blas.gemm(g.dtype, b'N', b'T', P, K, q.Co, 1.0, dy + <long>P * b, PC,
+            _blas.gemm(real_dtype(gy), b'N', b'T', P, K, q.Co, 1.0, dy + <long>P * b, PC,
                        f + <long>b * K * q.Co, K, 0.0 if (q.xb > 1 or b == 0) else 1.0,
                        col + <long>P * xi, PX)
     _col2im(gx, col, &q)
@@ -321,25 +333,19 @@ cdef inline void* _argg(Graph* g, Node* n, int i) noexcept:
     return arg(g, n, i).g if i < n.nargs else NULL
 
 
-cdef void fwd_conv(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _conv_fwd(g, n, <float*>n.v, <float*>_argv(g, n, 0), <float*>_argv(g, n, 1), <float*>_argv(g, n, 2))
-    else:
-        _conv_fwd(g, n, <double*>n.v, <double*>_argv(g, n, 0), <double*>_argv(g, n, 1),
-                  <double*>_argv(g, n, 2))
+cdef void fwd_conv(Graph* g, Node* n, real* y) noexcept:
+    _conv_fwd(g, n, y, <real*>_argv(g, n, 0), <real*>_argv(g, n, 1), <real*>_argv(g, n, 2))
 
 
-cdef void bwd_conv(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _conv_bwd(g, n, i, <float*>n.g, <float*>_argv(g, n, 0), <float*>_argg(g, n, 0),
-                  <float*>_argv(g, n, 1), <float*>_argg(g, n, 1), <float*>_argg(g, n, 2))
-    else:
-        _conv_bwd(g, n, i, <double*>n.g, <double*>_argv(g, n, 0), <double*>_argg(g, n, 0),
-                  <double*>_argv(g, n, 1), <double*>_argg(g, n, 1), <double*>_argg(g, n, 2))
+cdef void bwd_conv(Graph* g, Node* n, int i, real* gy) noexcept:
+    _conv_bwd(g, n, i, gy, <real*>_argv(g, n, 0), <real*>_argg(g, n, 0),
+              <real*>_argv(g, n, 1), <real*>_argg(g, n, 1), <real*>_argg(g, n, 2))
 
 
-cdef int OP_CONV = register_op("conv2d", _shape_conv, fwd_conv, bwd_conv)
-cdef int OP_CONVB = register_op("conv2d_bias", _shape_conv, fwd_conv, bwd_conv)   # same kernel, 3 args
+cdef int OP_CONV = _op("conv2d", _shape_conv, <kfwd_fn>fwd_conv[float], <kfwd_fn>fwd_conv[double],
+                       <kbwd_fn>bwd_conv[float], <kbwd_fn>bwd_conv[double])
+cdef int OP_CONVB = _op("conv2d_bias", _shape_conv, <kfwd_fn>fwd_conv[float],   # same kernel, 3 args
+                        <kfwd_fn>fwd_conv[double], <kbwd_fn>bwd_conv[float], <kbwd_fn>bwd_conv[double])
 
 
 cdef tuple _pair(object v, str name, str what):
@@ -429,26 +435,21 @@ cdef void _pool_bwd(real* gx, real* gy, int* where, Geo* q) noexcept nogil:
             gx[b * sx + where[b * per + o]] += gy[b * per + o]
 
 
-cdef void fwd_pool(Graph* g, Node* n) noexcept:
+cdef void fwd_pool(Graph* g, Node* n, real* y) noexcept:
     cdef Geo q
     _geo(g, n, &q)
-    if g.dtype == 0:
-        _pool_fwd(n, <float*>n.v, <float*>arg(g, n, 0).v, <int*>n.aux, &q)
-    else:
-        _pool_fwd(n, <double*>n.v, <double*>arg(g, n, 0).v, <int*>n.aux, &q)
+    _pool_fwd(n, y, <real*>arg(g, n, 0).v, <int*>n.aux, &q)
 
 
-cdef void bwd_pool(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_pool(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Geo q
     _geo(g, n, &q)
-    if g.dtype == 0:
-        _pool_bwd(<float*>arg(g, n, 0).g, <float*>n.g, <int*>n.aux, &q)
-    else:
-        _pool_bwd(<double*>arg(g, n, 0).g, <double*>n.g, <int*>n.aux, &q)
+    _pool_bwd(<real*>arg(g, n, 0).g, gy, <int*>n.aux, &q)
 
 
 # scratch: the argmax of each output element (an int fits in a float's slot)
-cdef int OP_POOL = register_op("maxpooling2d", _shape_pool, fwd_pool, bwd_pool, 1)
+cdef int OP_POOL = _op("maxpooling2d", _shape_pool, <kfwd_fn>fwd_pool[float], <kfwd_fn>fwd_pool[double],
+                       <kbwd_fn>bwd_pool[float], <kbwd_fn>bwd_pool[double], 1)
 
 
 def maxpooling2d(x, ksize, stride, is_valid=True):
@@ -508,27 +509,27 @@ cdef void _f1d(Graph* g, Node* n, int i, real* y, real* gy, real* x, real* gx, r
         n.ia[5] = 0
     if i < 0:
         if fb == 1:
-            _blas.gemm(g.dtype, b'T', b'N', fids, ofl * xb, K, 1.0, f, K, col, K, 0.0, y, fids)
+            _blas.gemm(real_dtype(col), b'T', b'N', fids, ofl * xb, K, 1.0, f, K, col, K, 0.0, y, fids)
         else:
             for b in range(fb):
                 xi = b if xb > 1 else 0
-                _blas.gemm(g.dtype, b'T', b'N', fids, ofl, K, 1.0, f + b * per_f, K,
+                _blas.gemm(real_dtype(col), b'T', b'N', fids, ofl, K, 1.0, f + b * per_f, K,
                            col + xi * per_c, K, 0.0, y + b * per_y, fids)
     elif i == 1:        # dF += Col dY^T
         if fb == 1:
-            _blas.gemm(g.dtype, b'N', b'T', K, fids, ofl * xb, 1.0, col, K, gy, fids, 1.0, gf, K)
+            _blas.gemm(real_dtype(col), b'N', b'T', K, fids, ofl * xb, 1.0, col, K, gy, fids, 1.0, gf, K)
         else:
             for b in range(fb):
                 xi = b if xb > 1 else 0
-                _blas.gemm(g.dtype, b'N', b'T', K, fids, ofl, 1.0, col + xi * per_c, K,
+                _blas.gemm(real_dtype(col), b'N', b'T', K, fids, ofl, 1.0, col + xi * per_c, K,
                            gy + b * per_y, fids, 1.0, gf + b * per_f, K)
     else:               # dCol = F dY, then scatter the overlapping runs back
         if fb == 1:
-            _blas.gemm(g.dtype, b'N', b'N', K, ofl * xb, fids, 1.0, f, K, gy, fids, 0.0, col, K)
+            _blas.gemm(real_dtype(col), b'N', b'N', K, ofl * xb, fids, 1.0, f, K, gy, fids, 0.0, col, K)
         else:
             for b in range(fb):
                 xi = b if xb > 1 else 0
-                _blas.gemm(g.dtype, b'N', b'N', K, ofl, fids, 1.0, f + b * per_f, K, gy + b * per_y, fids,
+                _blas.gemm(real_dtype(col), b'N', b'N', K, ofl, fids, 1.0, f + b * per_f, K, gy + b * per_y, fids,
                            0.0 if (xb > 1 or b == 0) else 1.0, col + xi * per_c, K)
         for b in range(xb):
             for j in range(ofl):
@@ -539,23 +540,17 @@ cdef void _f1d(Graph* g, Node* n, int i, real* y, real* gy, real* x, real* gx, r
         n.ia[5] = 1
 
 
-cdef void fwd_f1d(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _f1d(g, n, -1, <float*>n.v, NULL, <float*>arg(g, n, 0).v, NULL, <float*>arg(g, n, 1).v, NULL)
-    else:
-        _f1d(g, n, -1, <double*>n.v, NULL, <double*>arg(g, n, 0).v, NULL, <double*>arg(g, n, 1).v, NULL)
+cdef void fwd_f1d(Graph* g, Node* n, real* y) noexcept:
+    _f1d(g, n, -1, y, NULL, <real*>arg(g, n, 0).v, NULL, <real*>arg(g, n, 1).v, NULL)
 
 
-cdef void bwd_f1d(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _f1d(g, n, i, <float*>n.v, <float*>n.g, <float*>arg(g, n, 0).v, <float*>arg(g, n, 0).g,
-             <float*>arg(g, n, 1).v, <float*>arg(g, n, 1).g)
-    else:
-        _f1d(g, n, i, <double*>n.v, <double*>n.g, <double*>arg(g, n, 0).v, <double*>arg(g, n, 0).g,
-             <double*>arg(g, n, 1).v, <double*>arg(g, n, 1).g)
+cdef void bwd_f1d(Graph* g, Node* n, int i, real* gy) noexcept:
+    _f1d(g, n, i, <real*>n.v, gy, <real*>arg(g, n, 0).v, <real*>arg(g, n, 0).g,
+         <real*>arg(g, n, 1).v, <real*>arg(g, n, 1).g)
 
 
-cdef int OP_F1D = register_op("filter1d_narrow", _shape_f1d, fwd_f1d, bwd_f1d)
+cdef int OP_F1D = _op("filter1d_narrow", _shape_f1d, <kfwd_fn>fwd_f1d[float], <kfwd_fn>fwd_f1d[double],
+                      <kbwd_fn>bwd_f1d[float], <kbwd_fn>bwd_f1d[double])
 
 
 def filter1d_narrow(x, f):
