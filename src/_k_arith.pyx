@@ -8,11 +8,11 @@ from libc.string cimport memset, memcpy
 from dyn._core._graph import set_labels
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_BCAST, AB_SHARE_ODD
 from dyn._core._graph cimport (
-    Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg,
-    dim_eq_nobatch, F_NG)
+    Graph, Node, Dim, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, shape_fn, DEV_CPU, dim_size,
+    dim_total, dim_cols, dim_str, arg, dim_eq_nobatch, F_NG)
 from dyn._core._expr cimport (
     node1, node2, noden, finish, Expression, set_binop, binop_fn, BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV)
-from dyn._core._bcast cimport real, BIter, bi_init, bi_next, same_shape, _ext
+from dyn._core._bcast cimport real, real_dtype, BIter, bi_init, bi_next, same_shape, _ext
 from dyn._core cimport _blas
 from dyn._core._kutil cimport arg_dims, batch_rule, expr_arg, g_node, number_arg
 
@@ -24,7 +24,15 @@ cdef enum:
     ADD, SUB, MUL, DIV
 
 # ---------------------------------------------------------------- helpers
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it
+# runs in (the _blas calls take real_dtype(p), a compile-time constant).
 
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64,
+             int aux=0) except -1:
+    cdef int op = declare_op(name, shape, aux)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
 
 # ---------------------------------------------------------------- elementwise binary
 
@@ -145,26 +153,21 @@ cdef void _cw_bwd(int kind, int which, real* gx, real* gy, real* a, real* b, con
         bi_next(&it)
 
 
-cdef void fwd_cw(Graph* g, Node* n) noexcept:
+cdef void fwd_cw(Graph* g, Node* n, real* y) noexcept:
     cdef Node* a = arg(g, n, 0)
     cdef Node* b = arg(g, n, 1)
-    if g.dtype == 0:
-        _cw_fwd(n.ia[0], <float*>n.v, <float*>a.v, <float*>b.v, &n.dim, &a.dim, &b.dim)
-    else:
-        _cw_fwd(n.ia[0], <double*>n.v, <double*>a.v, <double*>b.v, &n.dim, &a.dim, &b.dim)
+    _cw_fwd(n.ia[0], y, <real*>a.v, <real*>b.v, &n.dim, &a.dim, &b.dim)
 
 
-cdef void bwd_cw(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_cw(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, 0)
     cdef Node* b = arg(g, n, 1)
-    cdef void* gx = a.g if i == 0 else b.g
-    if g.dtype == 0:
-        _cw_bwd(n.ia[0], i, <float*>gx, <float*>n.g, <float*>a.v, <float*>b.v, &n.dim, &a.dim, &b.dim)
-    else:
-        _cw_bwd(n.ia[0], i, <double*>gx, <double*>n.g, <double*>a.v, <double*>b.v, &n.dim, &a.dim, &b.dim)
+    cdef real* gx = <real*>(a.g if i == 0 else b.g)
+    _cw_bwd(n.ia[0], i, gx, gy, <real*>a.v, <real*>b.v, &n.dim, &a.dim, &b.dim)
 
 
-cdef int OP_CW = register_op("cwise", _shape_cw, fwd_cw, bwd_cw)
+cdef int OP_CW = _op("cwise", _shape_cw, <kfwd_fn>fwd_cw[float], <kfwd_fn>fwd_cw[double],
+                     <kbwd_fn>bwd_cw[float], <kbwd_fn>bwd_cw[double])
 set_labels("cwise", 0, ("+", "-", "cmult", "cdiv"))   # ADD, SUB, MUL, DIV
 
 
@@ -212,19 +215,16 @@ cdef void _aff_fwd(real* y, real* x, int m, real a, real c) noexcept nogil:
         y[i] = a * x[i] + c
 
 
-cdef void fwd_affs(Graph* g, Node* n) noexcept:
-    cdef int m = dim_total(&n.dim)
-    if g.dtype == 0:
-        _aff_fwd(<float*>n.v, <float*>arg(g, n, 0).v, m, <float>n.fa[0], <float>n.fa[1])
-    else:
-        _aff_fwd(<double*>n.v, <double*>arg(g, n, 0).v, m, n.fa[0], n.fa[1])
+cdef void fwd_affs(Graph* g, Node* n, real* y) noexcept:
+    _aff_fwd(y, <real*>arg(g, n, 0).v, dim_total(&n.dim), <real>n.fa[0], <real>n.fa[1])
 
 
-cdef void bwd_affs(Graph* g, Node* n, int i) noexcept:
-    _blas.axpy(g.dtype, dim_total(&n.dim), n.fa[0], n.g, arg(g, n, 0).g)
+cdef void bwd_affs(Graph* g, Node* n, int i, real* gy) noexcept:
+    _blas.axpy(real_dtype(gy), dim_total(&n.dim), n.fa[0], gy, arg(g, n, 0).g)
 
 
-cdef int OP_AFFS = register_op("scalar_affine", _shape_same, fwd_affs, bwd_affs)
+cdef int OP_AFFS = _op("scalar_affine", _shape_same, <kfwd_fn>fwd_affs[float], <kfwd_fn>fwd_affs[double],
+                       <kbwd_fn>bwd_affs[float], <kbwd_fn>bwd_affs[double])
 
 
 cdef Expression _affs(object x, double a, double c):
@@ -331,61 +331,61 @@ cdef int _shape_mm(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void mm_fwd(Graph* g, void* y, int ybd, Node* W, Node* x, double beta) noexcept:
+cdef void mm_fwd(Graph* g, real* y, int ybd, Node* W, Node* x, double beta) noexcept:
     """y (+)= W x per batch element; one gemm when W is shared over the batch."""
-    cdef int m = W.dim.d[0], k = dim_cols(&W.dim), n = dim_cols(&x.dim), b, isz = g.itemsize
+    cdef int m = W.dim.d[0], k = dim_cols(&W.dim), n = dim_cols(&x.dim), b, dt = real_dtype(y)
     cdef int N = n * ybd
-    cdef char* Wb
-    cdef char* xb
+    cdef real* Wb
+    cdef real* xb
     if W.dim.bd == 1 and x.dim.bd == ybd:
         if N == 1:
-            _blas.gemv(g.dtype, b'N', m, k, 1.0, W.v, m, x.v, beta, y)
+            _blas.gemv(dt, b'N', m, k, 1.0, W.v, m, x.v, beta, y)
         else:
-            _blas.gemm(g.dtype, b'N', b'N', m, N, k, 1.0, W.v, m, x.v, k, beta, y, m)
+            _blas.gemm(dt, b'N', b'N', m, N, k, 1.0, W.v, m, x.v, k, beta, y, m)
         return
     for b in range(ybd):
-        Wb = <char*>W.v + (<size_t>b * m * k * isz if W.dim.bd > 1 else 0)
-        xb = <char*>x.v + (<size_t>b * k * n * isz if x.dim.bd > 1 else 0)
-        _blas.gemm(g.dtype, b'N', b'N', m, n, k, 1.0, Wb, m, xb, k, beta,
-                   <char*>y + <size_t>b * m * n * isz, m)
+        Wb = <real*>W.v + (<size_t>b * m * k if W.dim.bd > 1 else 0)
+        xb = <real*>x.v + (<size_t>b * k * n if x.dim.bd > 1 else 0)
+        _blas.gemm(dt, b'N', b'N', m, n, k, 1.0, Wb, m, xb, k, beta, y + <size_t>b * m * n, m)
 
 
-cdef void mm_bwd(Graph* g, void* gy, int ybd, Node* W, Node* x, int which) noexcept:
+cdef void mm_bwd(Graph* g, real* gy, int ybd, Node* W, Node* x, int which) noexcept:
     """Accumulate gW += gy x^T (which 0) or gx += W^T gy (which 1)."""
-    cdef int m = W.dim.d[0], k = dim_cols(&W.dim), n = dim_cols(&x.dim), b, isz = g.itemsize
+    cdef int m = W.dim.d[0], k = dim_cols(&W.dim), n = dim_cols(&x.dim), b, dt = real_dtype(gy)
     cdef int N = n * ybd
-    cdef char* gyb
+    cdef real* gyb
     if W.dim.bd == 1 and x.dim.bd == ybd:
         if which == 0 and N == 1:
-            _blas.ger(g.dtype, m, k, 1.0, gy, x.v, W.g, m)
+            _blas.ger(dt, m, k, 1.0, gy, x.v, W.g, m)
         elif which == 0:
-            _blas.gemm(g.dtype, b'N', b'T', m, k, N, 1.0, gy, m, x.v, k, 1.0, W.g, m)
+            _blas.gemm(dt, b'N', b'T', m, k, N, 1.0, gy, m, x.v, k, 1.0, W.g, m)
         elif N == 1:
-            _blas.gemv(g.dtype, b'T', m, k, 1.0, W.v, m, gy, 1.0, x.g)
+            _blas.gemv(dt, b'T', m, k, 1.0, W.v, m, gy, 1.0, x.g)
         else:
-            _blas.gemm(g.dtype, b'T', b'N', k, N, m, 1.0, W.v, m, gy, m, 1.0, x.g, k)
+            _blas.gemm(dt, b'T', b'N', k, N, m, 1.0, W.v, m, gy, m, 1.0, x.g, k)
         return
     for b in range(ybd):
-        gyb = <char*>gy + <size_t>b * m * n * isz
+        gyb = gy + <size_t>b * m * n
         if which == 0:
-            _blas.gemm(g.dtype, b'N', b'T', m, k, n, 1.0, gyb, m,
-                       <char*>x.v + (<size_t>b * k * n * isz if x.dim.bd > 1 else 0), k, 1.0,
-                       <char*>W.g + (<size_t>b * m * k * isz if W.dim.bd > 1 else 0), m)
+            _blas.gemm(dt, b'N', b'T', m, k, n, 1.0, gyb, m,
+                       <real*>x.v + (<size_t>b * k * n if x.dim.bd > 1 else 0), k, 1.0,
+                       <real*>W.g + (<size_t>b * m * k if W.dim.bd > 1 else 0), m)
         else:
-            _blas.gemm(g.dtype, b'T', b'N', k, n, m, 1.0,
-                       <char*>W.v + (<size_t>b * m * k * isz if W.dim.bd > 1 else 0), m, gyb, m, 1.0,
-                       <char*>x.g + (<size_t>b * k * n * isz if x.dim.bd > 1 else 0), k)
+            _blas.gemm(dt, b'T', b'N', k, n, m, 1.0,
+                       <real*>W.v + (<size_t>b * m * k if W.dim.bd > 1 else 0), m, gyb, m, 1.0,
+                       <real*>x.g + (<size_t>b * k * n if x.dim.bd > 1 else 0), k)
 
 
-cdef void fwd_mm(Graph* g, Node* n) noexcept:
-    mm_fwd(g, n.v, n.dim.bd, arg(g, n, 0), arg(g, n, 1), 0.0)
+cdef void fwd_mm(Graph* g, Node* n, real* y) noexcept:
+    mm_fwd(g, y, n.dim.bd, arg(g, n, 0), arg(g, n, 1), 0.0)
 
 
-cdef void bwd_mm(Graph* g, Node* n, int i) noexcept:
-    mm_bwd(g, n.g, n.dim.bd, arg(g, n, 0), arg(g, n, 1), i)
+cdef void bwd_mm(Graph* g, Node* n, int i, real* gy) noexcept:
+    mm_bwd(g, gy, n.dim.bd, arg(g, n, 0), arg(g, n, 1), i)
 
 
-cdef int OP_MM = register_op("matmul", _shape_mm, fwd_mm, bwd_mm)
+cdef int OP_MM = _op("matmul", _shape_mm, <kfwd_fn>fwd_mm[float], <kfwd_fn>fwd_mm[double],
+                     <kbwd_fn>bwd_mm[float], <kbwd_fn>bwd_mm[double])
 
 
 cpdef Expression matmul(object x, object y):
@@ -416,39 +416,40 @@ cdef int _shape_affine(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_affine(Graph* g, Node* n) noexcept:
+cdef void fwd_affine(Graph* g, Node* n, real* y) noexcept:
     cdef Node* b = arg(g, n, 0)
-    cdef int i, k, s = dim_size(&n.dim), bs = dim_size(&b.dim), isz = g.itemsize
-    cdef char* y = <char*>n.v
+    cdef int i, k, s = dim_size(&n.dim), bs = dim_size(&b.dim)
     # bias, broadcast over the batch and (for a column bias) over columns
     for k in range(n.dim.bd):
         for i in range(0, s, bs):
-            memcpy(y + (<size_t>k * s + i) * isz,
-                   <char*>b.v + (<size_t>k * bs * isz if b.dim.bd > 1 else 0), bs * isz)
+            memcpy(y + (<size_t>k * s + i),
+                   <real*>b.v + (<size_t>k * bs if b.dim.bd > 1 else 0), bs * sizeof(real))
     for i in range(1, n.nargs, 2):
-        mm_fwd(g, n.v, n.dim.bd, arg(g, n, i), arg(g, n, i + 1), 1.0)
+        mm_fwd(g, y, n.dim.bd, arg(g, n, i), arg(g, n, i + 1), 1.0)
 
 
-cdef void bwd_affine(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_affine(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* b
-    cdef int k, j, s, bs, isz = g.itemsize
+    cdef int k, j, s, bs
     if i == 0:
         b = arg(g, n, 0)
         s = dim_size(&n.dim)
         bs = dim_size(&b.dim)
-        if g.dtype == 0 and b.dim.bd == 1:  # one bias for every column of the batch: one pass
-            dyn_colsum_acc_f32(<float*>b.g, <float*>n.g, bs, <long>n.dim.bd * (s // bs))
-            return
+        if real is float:
+            if b.dim.bd == 1:  # one bias for every column of the batch: one pass
+                dyn_colsum_acc_f32(<float*>b.g, gy, bs, <long>n.dim.bd * (s // bs))
+                return
         for k in range(n.dim.bd):
             for j in range(0, s, bs):
-                _blas.axpy(g.dtype, bs, 1.0, <char*>n.g + (<size_t>k * s + j) * isz,
-                           <char*>b.g + (<size_t>k * bs * isz if b.dim.bd > 1 else 0))
+                _blas.axpy(real_dtype(gy), bs, 1.0, gy + (<size_t>k * s + j),
+                           <real*>b.g + (<size_t>k * bs if b.dim.bd > 1 else 0))
         return
     j = i if i % 2 == 1 else i - 1
-    mm_bwd(g, n.g, n.dim.bd, arg(g, n, j), arg(g, n, j + 1), 0 if i % 2 == 1 else 1)
+    mm_bwd(g, gy, n.dim.bd, arg(g, n, j), arg(g, n, j + 1), 0 if i % 2 == 1 else 1)
 
 
-cdef int OP_AFFINE = register_op("affine_transform", _shape_affine, fwd_affine, bwd_affine)
+cdef int OP_AFFINE = _op("affine_transform", _shape_affine, <kfwd_fn>fwd_affine[float],
+                         <kfwd_fn>fwd_affine[double], <kbwd_fn>bwd_affine[float], <kbwd_fn>bwd_affine[double])
 
 
 def affine_transform(exprs):
@@ -468,31 +469,32 @@ cdef int _shape_esum(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_esum(Graph* g, Node* n) noexcept:
-    cdef int i, k, s = dim_size(&n.dim), isz = g.itemsize
+cdef void fwd_esum(Graph* g, Node* n, real* y) noexcept:
+    cdef int i, k, s = dim_size(&n.dim)
     cdef Node* a
-    memset(n.v, 0, <size_t>s * n.dim.bd * isz)
+    memset(y, 0, <size_t>s * n.dim.bd * sizeof(real))
     for i in range(n.nargs):
         a = arg(g, n, i)
         if a.dim.bd == n.dim.bd:
-            _blas.axpy(g.dtype, s * n.dim.bd, 1.0, a.v, n.v)
+            _blas.axpy(real_dtype(y), s * n.dim.bd, 1.0, a.v, y)
         else:
             for k in range(n.dim.bd):
-                _blas.axpy(g.dtype, s, 1.0, a.v, <char*>n.v + <size_t>k * s * isz)
+                _blas.axpy(real_dtype(y), s, 1.0, a.v, y + <size_t>k * s)
 
 
-cdef void bwd_sumlike(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_sumlike(Graph* g, Node* n, int i, real* gy) noexcept:
     """gx += gy, summing over the batch when x was broadcast."""
     cdef Node* a = arg(g, n, i)
-    cdef int k, s = dim_size(&n.dim), isz = g.itemsize
+    cdef int k, s = dim_size(&n.dim)
     if a.dim.bd == n.dim.bd:
-        _blas.axpy(g.dtype, s * n.dim.bd, 1.0, n.g, a.g)
+        _blas.axpy(real_dtype(gy), s * n.dim.bd, 1.0, gy, a.g)
     else:
         for k in range(n.dim.bd):
-            _blas.axpy(g.dtype, s, 1.0, <char*>n.g + <size_t>k * s * isz, a.g)
+            _blas.axpy(real_dtype(gy), s, 1.0, gy + <size_t>k * s, a.g)
 
 
-cdef int OP_ESUM = register_op("esum", _shape_esum, fwd_esum, bwd_sumlike)
+cdef int OP_ESUM = _op("esum", _shape_esum, <kfwd_fn>fwd_esum[float], <kfwd_fn>fwd_esum[double],
+                       <kbwd_fn>bwd_sumlike[float], <kbwd_fn>bwd_sumlike[double])
 
 
 def esum(xs):
@@ -539,23 +541,18 @@ cdef void _sum_bwd(real* gx, real* gy, real* x, real* y, int s, int bd, int kind
                 gx[b * s + i] += c * x[b * s + i]
 
 
-cdef void fwd_red(Graph* g, Node* n) noexcept:
+cdef void fwd_red(Graph* g, Node* n, real* y) noexcept:
     cdef Node* a = arg(g, n, 0)
-    if g.dtype == 0:
-        _sum_fwd(<float*>n.v, <float*>a.v, dim_size(&a.dim), a.dim.bd, n.ia[0])
-    else:
-        _sum_fwd(<double*>n.v, <double*>a.v, dim_size(&a.dim), a.dim.bd, n.ia[0])
+    _sum_fwd(y, <real*>a.v, dim_size(&a.dim), a.dim.bd, n.ia[0])
 
 
-cdef void bwd_red(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_red(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, 0)
-    if g.dtype == 0:
-        _sum_bwd(<float*>a.g, <float*>n.g, <float*>a.v, <float*>n.v, dim_size(&a.dim), a.dim.bd, n.ia[0])
-    else:
-        _sum_bwd(<double*>a.g, <double*>n.g, <double*>a.v, <double*>n.v, dim_size(&a.dim), a.dim.bd, n.ia[0])
+    _sum_bwd(<real*>a.g, gy, <real*>a.v, <real*>n.v, dim_size(&a.dim), a.dim.bd, n.ia[0])
 
 
-cdef int OP_RED = register_op("reduce_elems", _shape_scalar, fwd_red, bwd_red)
+cdef int OP_RED = _op("reduce_elems", _shape_scalar, <kfwd_fn>fwd_red[float], <kfwd_fn>fwd_red[double],
+                      <kbwd_fn>bwd_red[float], <kbwd_fn>bwd_red[double])
 set_labels("reduce_elems", 0, ("sum_elems", "squared_norm", "l2_norm"))
 
 
@@ -633,28 +630,21 @@ cdef void _pair_bwd(real* gx, real* gy, real* a, real* b, int s, int bd, int ba,
                 px[i] += c * (pa[i] - pb[i])
 
 
-cdef void fwd_pair(Graph* g, Node* n) noexcept:
+cdef void fwd_pair(Graph* g, Node* n, real* y) noexcept:
     cdef Node* a = arg(g, n, 0)
     cdef Node* b = arg(g, n, 1)
-    if g.dtype == 0:
-        _pair_fwd(<float*>n.v, <float*>a.v, <float*>b.v, dim_size(&a.dim), n.dim.bd, a.dim.bd, b.dim.bd, n.ia[0])
-    else:
-        _pair_fwd(<double*>n.v, <double*>a.v, <double*>b.v, dim_size(&a.dim), n.dim.bd, a.dim.bd, b.dim.bd, n.ia[0])
+    _pair_fwd(y, <real*>a.v, <real*>b.v, dim_size(&a.dim), n.dim.bd, a.dim.bd, b.dim.bd, n.ia[0])
 
 
-cdef void bwd_pair(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_pair(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, 0)
     cdef Node* b = arg(g, n, 1)
-    cdef void* gx = a.g if i == 0 else b.g
-    if g.dtype == 0:
-        _pair_bwd(<float*>gx, <float*>n.g, <float*>a.v, <float*>b.v, dim_size(&a.dim), n.dim.bd,
-                  a.dim.bd, b.dim.bd, n.ia[0], i)
-    else:
-        _pair_bwd(<double*>gx, <double*>n.g, <double*>a.v, <double*>b.v, dim_size(&a.dim), n.dim.bd,
-                  a.dim.bd, b.dim.bd, n.ia[0], i)
+    cdef real* gx = <real*>(a.g if i == 0 else b.g)
+    _pair_bwd(gx, gy, <real*>a.v, <real*>b.v, dim_size(&a.dim), n.dim.bd, a.dim.bd, b.dim.bd, n.ia[0], i)
 
 
-cdef int OP_PAIR = register_op("pair_reduce", _shape_pair_scalar, fwd_pair, bwd_pair)
+cdef int OP_PAIR = _op("pair_reduce", _shape_pair_scalar, <kfwd_fn>fwd_pair[float], <kfwd_fn>fwd_pair[double],
+                       <kbwd_fn>bwd_pair[float], <kbwd_fn>bwd_pair[double])
 set_labels("pair_reduce", 0, ("dot_product", "squared_distance"))
 
 
@@ -684,22 +674,23 @@ cdef int _shape_sumb(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_sumb(Graph* g, Node* n) noexcept:
+cdef void fwd_sumb(Graph* g, Node* n, real* y) noexcept:
     cdef Node* a = arg(g, n, 0)
     cdef int k, s = dim_size(&n.dim)
-    memset(n.v, 0, <size_t>s * g.itemsize)
+    memset(y, 0, <size_t>s * sizeof(real))
     for k in range(a.dim.bd):
-        _blas.axpy(g.dtype, s, 1.0, <char*>a.v + <size_t>k * s * g.itemsize, n.v)
+        _blas.axpy(real_dtype(y), s, 1.0, <real*>a.v + <size_t>k * s, y)
 
 
-cdef void bwd_sumb(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_sumb(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, 0)
     cdef int k, s = dim_size(&n.dim)
     for k in range(a.dim.bd):
-        _blas.axpy(g.dtype, s, 1.0, n.g, <char*>a.g + <size_t>k * s * g.itemsize)
+        _blas.axpy(real_dtype(gy), s, 1.0, gy, <real*>a.g + <size_t>k * s)
 
 
-cdef int OP_SUMB = register_op("sum_batches", _shape_sumb, fwd_sumb, bwd_sumb)
+cdef int OP_SUMB = _op("sum_batches", _shape_sumb, <kfwd_fn>fwd_sumb[float], <kfwd_fn>fwd_sumb[double],
+                       <kbwd_fn>bwd_sumb[float], <kbwd_fn>bwd_sumb[double])
 
 
 def sum_batches(x):
