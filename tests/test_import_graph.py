@@ -21,11 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # Cycles that exist and are not part of the saving/config/parameters core; a
 # new cycle anywhere else fails test_no_new_cycles.
-KNOWN_CYCLES = [
-    # the package __init__ defines WorkerError and imports _local (in train);
-    # _local imports the errors back (in Workers.error)
-    {"dyn.parallel", "dyn.parallel._local"},
-]
+KNOWN_CYCLES = []
 
 
 def _modules(root, package="dyn"):

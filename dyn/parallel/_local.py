@@ -38,6 +38,7 @@ from multiprocessing.connection import wait as wait_any
 import numpy as np
 
 import dyn as dy
+from dyn.parallel._errors import WorkerError, WorkerStalledError
 from dyn.parallel._shm import LocalExchange, SpinBarrier, share_pools, shared_array
 from dyn.parallel._sync import (
     Reporter,
@@ -273,8 +274,6 @@ class Group:
 
     def error(self):
         """A WorkerError for the failed workers (WorkerStalledError when one stalled), or None."""
-        from dyn.parallel import WorkerError, WorkerStalledError
-
         if not self.failures:
             return None
         text = "dyn.parallel.train: " + "\n".join(self.failures[r] for r in sorted(self.failures))
