@@ -15,16 +15,26 @@ from libc.math cimport exp, sqrt
 from libc.stdlib cimport qsort
 from libc.string cimport memcpy
 from dyn._core._graph cimport (
-    Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_str, arg, idx, set_indices,
-    dim_eq_nobatch, F_NG, F_CONST)
+    Graph, Node, Dim, cg, declare_op, set_kernels, shape_fn, kfwd_fn, kbwd_fn, DEV_CPU, dim_size,
+    dim_total, dim_str, arg, idx, set_indices, dim_eq_nobatch, F_NG, F_CONST)
 from dyn._core._expr cimport node1, node2, noden, finish, Expression
-from dyn._core._bcast cimport real
+from dyn._core._bcast cimport real, real_dtype
 from dyn._core cimport _blas
 from dyn._core._kutil cimport batch_off, batch_rule, expr_arg, g_node, indices_arg, looks_like_vector, number_arg, scalar_out
 
 cdef double LN_EPS = 1e-8        # layer_norm: g (x - mean) / (std + LN_EPS) + b
 
 # ---------------------------------------------------------------- helpers
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
+
+
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64,
+             int aux=0) except -1:
+    """declare_op, then the CPU kernels of both float types."""
+    cdef int op = declare_op(name, shape, aux)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
 
 
 cdef int _shape_same(Graph* g, Node* n) except -1:
@@ -106,22 +116,18 @@ cdef void _sparsemax_bwd(real* gx, real* gy, real* y, int m, int B) noexcept nog
                 gx[b * m + i] += y[b * m + i]       # NaN input: NaN gradient
 
 
-cdef void fwd_sparsemax(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _sparsemax_fwd(<float*>n.v, <float*>arg(g, n, 0).v, <float*>n.aux, n.dim.d[0], n.dim.bd)
-    else:
-        _sparsemax_fwd(<double*>n.v, <double*>arg(g, n, 0).v, <double*>n.aux, n.dim.d[0], n.dim.bd)
+cdef void fwd_sparsemax(Graph* g, Node* n, real* y) noexcept:
+    _sparsemax_fwd(y, <real*>arg(g, n, 0).v, <real*>n.aux, n.dim.d[0], n.dim.bd)
 
 
-cdef void bwd_sparsemax(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _sparsemax_bwd(<float*>arg(g, n, 0).g, <float*>n.g, <float*>n.v, n.dim.d[0], n.dim.bd)
-    else:
-        _sparsemax_bwd(<double*>arg(g, n, 0).g, <double*>n.g, <double*>n.v, n.dim.d[0], n.dim.bd)
+cdef void bwd_sparsemax(Graph* g, Node* n, int i, real* gy) noexcept:
+    _sparsemax_bwd(<real*>arg(g, n, 0).g, gy, <real*>n.v, n.dim.d[0], n.dim.bd)
 
 
 # aux: one sort-scratch item per element
-cdef int OP_SPARSEMAX = register_op("sparsemax", _shape_sparsemax, fwd_sparsemax, bwd_sparsemax, 1)
+cdef int OP_SPARSEMAX = _op("sparsemax", _shape_sparsemax, <kfwd_fn>fwd_sparsemax[float],
+                            <kfwd_fn>fwd_sparsemax[double], <kbwd_fn>bwd_sparsemax[float],
+                            <kbwd_fn>bwd_sparsemax[double], 1)
 
 
 def sparsemax(x):
@@ -174,7 +180,7 @@ cdef void _spmloss_fwd(Graph* g, Node* n, real* y) noexcept nogil:
         y[b] = <real>(loss if not (loss <= 0) else 0)
 
 
-cdef void _spmloss_bwd(Graph* g, Node* n, real* gy) noexcept nogil:
+cdef void _spmloss_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
     # dL/dz = sparsemax(z) - q
     cdef Node* x = arg(g, n, 0)
     cdef int b, i, m = x.dim.d[0], nt = n.nidx
@@ -192,21 +198,9 @@ cdef void _spmloss_bwd(Graph* g, Node* n, real* gy) noexcept nogil:
             pg[v[i]] -= c / nt
 
 
-cdef void fwd_spmloss(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _spmloss_fwd(g, n, <float*>n.v)
-    else:
-        _spmloss_fwd(g, n, <double*>n.v)
-
-
-cdef void bwd_spmloss(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _spmloss_bwd(g, n, <float*>n.g)
-    else:
-        _spmloss_bwd(g, n, <double*>n.g)
-
-
-cdef int OP_SPMLOSS = register_op("sparsemax_loss", _shape_spmloss, fwd_spmloss, bwd_spmloss)
+cdef int OP_SPMLOSS = _op("sparsemax_loss", _shape_spmloss, <kfwd_fn>_spmloss_fwd[float],
+                          <kfwd_fn>_spmloss_fwd[double], <kbwd_fn>_spmloss_bwd[float],
+                          <kbwd_fn>_spmloss_bwd[double])
 
 
 def sparsemax_loss(x, target_support):
@@ -319,22 +313,9 @@ cdef void _csm_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
                 pg[i] += gb[i] - r
 
 
-cdef void fwd_csm(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _csm_fwd(g, n, <float*>n.v)
-    else:
-        _csm_fwd(g, n, <double*>n.v)
-
-
-cdef void bwd_csm(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _csm_bwd(g, n, i, <float*>n.g)
-    else:
-        _csm_bwd(g, n, i, <double*>n.g)
-
-
 # aux: the clipped-set mask, one item per output element
-cdef int OP_CSM = register_op("constrained_softmax", _shape_csm, fwd_csm, bwd_csm, 1)
+cdef int OP_CSM = _op("constrained_softmax", _shape_csm, <kfwd_fn>_csm_fwd[float], <kfwd_fn>_csm_fwd[double],
+                      <kbwd_fn>_csm_bwd[float], <kbwd_fn>_csm_bwd[double], 1)
 
 
 def constrained_softmax(x, y):
@@ -426,21 +407,8 @@ cdef void _ln_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
             pw[i] += <real>((<double>pg[i] * gk[i] - sh) * inv - (px[i] - mu) * c)
 
 
-cdef void fwd_ln(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _ln_fwd(g, n, <float*>n.v)
-    else:
-        _ln_fwd(g, n, <double*>n.v)
-
-
-cdef void bwd_ln(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _ln_bwd(g, n, i, <float*>n.g)
-    else:
-        _ln_bwd(g, n, i, <double*>n.g)
-
-
-cdef int OP_LN = register_op("layer_norm", _shape_ln, fwd_ln, bwd_ln)
+cdef int OP_LN = _op("layer_norm", _shape_ln, <kfwd_fn>_ln_fwd[float], <kfwd_fn>_ln_fwd[double],
+                     <kbwd_fn>_ln_bwd[float], <kbwd_fn>_ln_bwd[double])
 
 
 def layer_norm(x, g, b):
@@ -511,21 +479,8 @@ cdef void _wn_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
             pg[i] += <real>(gv * (gy[k * s + i] - pw[i] * d))
 
 
-cdef void fwd_wn(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _wn_fwd(g, n, <float*>n.v)
-    else:
-        _wn_fwd(g, n, <double*>n.v)
-
-
-cdef void bwd_wn(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _wn_bwd(g, n, i, <float*>n.g)
-    else:
-        _wn_bwd(g, n, i, <double*>n.g)
-
-
-cdef int OP_WN = register_op("weight_norm", _shape_wn, fwd_wn, bwd_wn)
+cdef int OP_WN = _op("weight_norm", _shape_wn, <kfwd_fn>_wn_fwd[float], <kfwd_fn>_wn_fwd[double],
+                     <kbwd_fn>_wn_bwd[float], <kbwd_fn>_wn_bwd[double])
 
 
 def weight_norm(w, g):
@@ -535,15 +490,16 @@ def weight_norm(w, g):
 
 # ---------------------------------------------------------------- flip_gradient, scale_gradient
 
-cdef void fwd_copy(Graph* g, Node* n) noexcept:
-    memcpy(n.v, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * g.itemsize)
+cdef void fwd_copy(Graph* g, Node* n, real* y) noexcept:
+    memcpy(y, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * sizeof(real))
 
 
-cdef void bwd_scaled(Graph* g, Node* n, int i) noexcept:
-    _blas.axpy(g.dtype, dim_total(&n.dim), n.fa[0], n.g, arg(g, n, 0).g)
+cdef void bwd_scaled(Graph* g, Node* n, int i, real* gy) noexcept:
+    _blas.axpy(real_dtype(gy), dim_total(&n.dim), n.fa[0], gy, arg(g, n, 0).g)
 
 
-cdef int OP_GRADSCALE = register_op("gradient_scale", _shape_same, fwd_copy, bwd_scaled)
+cdef int OP_GRADSCALE = _op("gradient_scale", _shape_same, <kfwd_fn>fwd_copy[float], <kfwd_fn>fwd_copy[double],
+                            <kbwd_fn>bwd_scaled[float], <kbwd_fn>bwd_scaled[double])
 
 
 cdef Expression _gradscale(object x, double lambd, str name):
@@ -584,21 +540,19 @@ cdef void _argmax_fwd(real* y, real* x, int m, int B) noexcept nogil:
         y[b * m + k] = 1
 
 
-cdef void fwd_argmax(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _argmax_fwd(<float*>n.v, <float*>arg(g, n, 0).v, n.dim.d[0], n.dim.bd)
-    else:
-        _argmax_fwd(<double*>n.v, <double*>arg(g, n, 0).v, n.dim.d[0], n.dim.bd)
+cdef void fwd_argmax(Graph* g, Node* n, real* y) noexcept:
+    _argmax_fwd(y, <real*>arg(g, n, 0).v, n.dim.d[0], n.dim.bd)
 
 
-cdef void bwd_argmax(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_argmax(Graph* g, Node* n, int i, real* gy) noexcept:
     # zero_gradient: nothing (reached only by backward(full=True));
     # straight_through_gradient: the gradient passes as through the identity
     if n.ia[0]:
-        _blas.axpy(g.dtype, dim_total(&n.dim), 1.0, n.g, arg(g, n, 0).g)
+        _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, arg(g, n, 0).g)
 
 
-cdef int OP_ARGMAX = register_op("argmax", _shape_argmax, fwd_argmax, bwd_argmax)
+cdef int OP_ARGMAX = _op("argmax", _shape_argmax, <kfwd_fn>fwd_argmax[float], <kfwd_fn>fwd_argmax[double],
+                         <kbwd_fn>bwd_argmax[float], <kbwd_fn>bwd_argmax[double])
 
 
 def argmax(x, gradient_mode):
