@@ -26,13 +26,13 @@ from libc.math cimport tanh
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 from dyn._core._graph import set_labels
-from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, F_FIXED
+from dyn._core._graph cimport Graph, Node, Dim, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_size, dim_total, dim_cols, dim_str, arg, F_FIXED
 from dyn._core._graph cimport new_node, finish_node
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_ALIAS, AB_AUXHEAD, ABA_NO, ABA_CAT, ABA_SHARE, ABA_CATAUX
 from dyn._core._graph cimport F_AB, F_PTRS
 from dyn._core._graph cimport elem_v, elem_g
 from dyn._core._expr cimport noden, finish, wrap, arg_id, Expression
-from dyn._core._bcast cimport real
+from dyn._core._bcast cimport real, real_dtype
 from dyn._core cimport _blas
 from dyn._core._kutil cimport arg_dims, expr_arg, g_node, looks_like_vector, index_arg, number_arg, lstm_gate_act
 
@@ -50,22 +50,22 @@ cdef enum:
     SMALL = 4 * 128 * 128
 
 
-cdef void _gemv(Graph* g, char ta, int m, int n, void* A, void* x, double beta, void* y) noexcept:
+cdef void _gemv(char ta, int m, int n, real* A, real* x, double beta, real* y) noexcept:
     """y = op(A) x + beta y for A m x n (lda m)."""
-    if g.dtype == 0 and <long>m * n <= SMALL:
+    if real is float and <long>m * n <= SMALL:
         if ta == b'N':
-            dyn_gemv_n_f32(m, n, 1.0, <float*>A, m, <float*>x, beta, <float*>y)
+            dyn_gemv_n_f32(m, n, 1.0, A, m, x, beta, y)
         else:
-            dyn_gemv_t_f32(m, n, 1.0, <float*>A, m, <float*>x, beta, <float*>y)
+            dyn_gemv_t_f32(m, n, 1.0, A, m, x, beta, y)
     else:
-        _blas.gemv(g.dtype, ta, m, n, 1.0, A, m, x, beta, y)
+        _blas.gemv(real_dtype(y), ta, m, n, 1.0, A, m, x, beta, y)
 
 
-cdef void _ger(Graph* g, int m, int n, void* x, void* y, void* A) noexcept:
-    if g.dtype == 0 and <long>m * n <= SMALL:
-        dyn_ger_f32(m, n, 1.0, <float*>x, <float*>y, <float*>A, m)
+cdef void _ger(int m, int n, real* x, real* y, real* A) noexcept:
+    if real is float and <long>m * n <= SMALL:
+        dyn_ger_f32(m, n, 1.0, x, y, A, m)
     else:
-        _blas.ger(g.dtype, m, n, 1.0, x, y, A, m)
+        _blas.ger(real_dtype(A), m, n, 1.0, x, y, A, m)
 
 cdef enum:
     PREV = 1
@@ -150,8 +150,9 @@ cdef inline char* _mask(Node* m, int b, int H, int isz) noexcept nogil:
     return NULL if m == NULL else <char*>m.v + (<size_t>b * H * isz if m.dim.bd > 1 else 0)
 
 
-cdef void _layout(Graph* g, Node* n, Step* L) noexcept:
-    cdef int k = 1, H = n.ia[3], isz = g.itemsize, B = n.dim.bd
+cdef void _layout(Graph* g, Node* n, Step* L, int isz) noexcept:
+    """The node's buffers for items of isz bytes (the kernel's sizeof(real))."""
+    cdef int k = 1, H = n.ia[3], B = n.dim.bd
     L.H = H
     L.B = B
     L.T = n.ia[2]
@@ -263,39 +264,35 @@ cdef void _cell1(real* h, real* c, real* a, real* tc, real* pc, real* mg, double
         h[j] = a[2 * H + j] * tc[j]
 
 
-cdef void fwd_step(Graph* g, Node* n) noexcept:
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
+
+cdef void fwd_step(Graph* g, Node* n, real* y) noexcept:
     cdef Step L
     cdef int b, H4, H, isz
     cdef char* h
     cdef char* c
-    _layout(g, n, &L)
+    _layout(g, n, &L, sizeof(real))
     H, H4, isz = L.H, 4 * L.H, L.isz
     for b in range(L.B):
         memcpy(_col4(&L, L.G, b), elem_v(L.p, b, <long>H4 * L.T, isz) + <size_t>L.col * H4 * isz, <size_t>H4 * isz)
         if L.prev != NULL and L.X != <char*>L.prev.v:
-            if g.dtype == 0:
-                _gather1(<float*>_col1(&L, L.HM, b), <float*>_prev_h(&L, b), <float*>_mask(L.mh, b, H, isz), H)
-            else:
-                _gather1(<double*>_col1(&L, L.HM, b), <double*>_prev_h(&L, b), <double*>_mask(L.mh, b, H, isz), H)
+            _gather1(<real*>_col1(&L, L.HM, b), <real*>_prev_h(&L, b), <real*>_mask(L.mh, b, H, isz), H)
     if L.prev != NULL:
         if L.B == 1:
-            _gemv(g, b'N', H4, H, L.Wh.v, L.X, 1.0, L.G)
+            _gemv(c'N', H4, H, <real*>L.Wh.v, <real*>L.X, 1.0, <real*>L.G)
         else:
-            _blas.gemm(g.dtype, b'N', b'N', H4, L.B, H, 1.0, L.Wh.v, H4, L.X, L.ldx, 1.0, L.G, H4)
+            _blas.gemm(real_dtype(y), b'N', b'N', H4, L.B, H, 1.0, L.Wh.v, H4, L.X, L.ldx, 1.0, L.G, H4)
     for b in range(L.B):
         if L.flags & HVAL:
-            h = <char*>n.v + <size_t>b * H * isz
+            h = <char*>y + <size_t>b * H * isz
             c = _head(&L, b)
             memset(c + <size_t>H * isz, 0, <size_t>H * isz)   # DCIN
         else:
-            h = <char*>n.v + <size_t>b * 2 * H * isz
+            h = <char*>y + <size_t>b * 2 * H * isz
             c = h + <size_t>H * isz
-        if g.dtype == 0:
-            _cell1(<float*>h, <float*>c, <float*>_col4(&L, L.G, b), <float*>_col1(&L, L.TC, b), <float*>_prev_c(&L, b),
-                   <float*>_mask(L.mg, b, H, isz), n.fa[0], H)
-        else:
-            _cell1(<double*>h, <double*>c, <double*>_col4(&L, L.G, b), <double*>_col1(&L, L.TC, b),
-                   <double*>_prev_c(&L, b), <double*>_mask(L.mg, b, H, isz), n.fa[0], H)
+        _cell1(<real*>h, <real*>c, <real*>_col4(&L, L.G, b), <real*>_col1(&L, L.TC, b), <real*>_prev_c(&L, b),
+               <real*>_mask(L.mg, b, H, isz), n.fa[0], H)
 
 
 cdef void _dgates1(real* d, real* dc, real* dh, real* dcx, real* a, real* t, real* pc, real* m,
@@ -348,44 +345,41 @@ cdef void _mul_add(real* q, real* x, real* y, real* z, int H) noexcept nogil:
             q[j] += x[j] * y[j] * z[j]
 
 
-cdef void _wh_t_d(Graph* g, Step* L) noexcept:
+cdef void _wh_t_d(Step* L, real* D) noexcept:
+    """TMP = Wh^T D (D: the region L.D)."""
     if L.B == 1:
-        _gemv(g, b'T', 4 * L.H, L.H, L.Wh.v, L.D, 0.0, L.TMP)
+        _gemv(c'T', 4 * L.H, L.H, <real*>L.Wh.v, D, 0.0, <real*>L.TMP)
     else:
-        _blas.gemm(g.dtype, b'T', b'N', L.H, L.B, 4 * L.H, 1.0, L.Wh.v, 4 * L.H, L.D, 4 * L.H, 0.0, L.TMP, L.H)
+        _blas.gemm(real_dtype(D), b'T', b'N', L.H, L.B, 4 * L.H, 1.0, L.Wh.v, 4 * L.H, D, 4 * L.H, 0.0, L.TMP, L.H)
 
 
-cdef void _dgates(Graph* g, Node* n, Step* L) noexcept:
-    """The gradients of the pre-activations and of c_t, per batch element, once per backward pass.
-    An h-valued step's DCIN (what the next step gave c_t) is read here and cleared."""
+cdef void _dgates(Node* n, Step* L, real* gy) noexcept:
+    """The gradients of the pre-activations and of c_t, per batch element, once per backward pass
+    (gy: the node's gradient). An h-valued step's DCIN (what the next step gave c_t) is read here
+    and cleared."""
     cdef int b, H = L.H, isz = L.isz
     cdef char* dh
     cdef char* dcx
     for b in range(L.B):
         if L.flags & HVAL:
-            dh = <char*>n.g + <size_t>b * H * isz
+            dh = <char*>gy + <size_t>b * H * isz
             dcx = _head(L, b) + <size_t>H * isz
         else:
-            dh = <char*>n.g + <size_t>b * 2 * H * isz
+            dh = <char*>gy + <size_t>b * 2 * H * isz
             dcx = dh + <size_t>H * isz
-        if g.dtype == 0:
-            _dgates1(<float*>_col4(L, L.D, b), <float*>_col1(L, L.DC, b), <float*>dh, <float*>dcx,
-                     <float*>_col4(L, L.G, b), <float*>_col1(L, L.TC, b), <float*>_prev_c(L, b),
-                     <float*>_mask(L.mg, b, H, isz), H)
-        else:
-            _dgates1(<double*>_col4(L, L.D, b), <double*>_col1(L, L.DC, b), <double*>dh, <double*>dcx,
-                     <double*>_col4(L, L.G, b), <double*>_col1(L, L.TC, b), <double*>_prev_c(L, b),
-                     <double*>_mask(L.mg, b, H, isz), H)
+        _dgates1(<real*>_col4(L, L.D, b), <real*>_col1(L, L.DC, b), <real*>dh, <real*>dcx,
+                 <real*>_col4(L, L.G, b), <real*>_col1(L, L.TC, b), <real*>_prev_c(L, b),
+                 <real*>_mask(L.mg, b, H, isz), H)
         if L.flags & HVAL:
             memset(dcx, 0, <size_t>H * isz)
 
 
-cdef void bwd_step(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_step(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Step L
     cdef int H4, H, which, first, b, isz
     cdef Node* a = arg(g, n, i)
     cdef char* q
-    _layout(g, n, &L)
+    _layout(g, n, &L, sizeof(real))
     H, H4, isz = L.H, 4 * L.H, L.isz
     # D and DC once per backward pass: at the first argument that takes a
     # gradient (backward visits the arguments in order; the others have g NULL)
@@ -393,7 +387,7 @@ cdef void bwd_step(Graph* g, Node* n, int i) noexcept:
     while arg(g, n, first).g == NULL:
         first += 1
     if i == first:
-        _dgates(g, n, &L)
+        _dgates(n, &L, gy)
     if i == 0:
         which = 0
     elif L.prev != NULL and i <= 2:
@@ -404,46 +398,36 @@ cdef void bwd_step(Graph* g, Node* n, int i) noexcept:
         which = 4
     if which == 0:             # column col of each batch element of P (as fwd_step reads it)
         for b in range(L.B):
-            _blas.vadd(g.dtype, H4, _col4(&L, L.D, b), elem_g(a, b, <long>H4 * L.T, isz) + <size_t>L.col * H4 * isz)
+            _blas.vadd(real_dtype(gy), H4, _col4(&L, L.D, b), elem_g(a, b, <long>H4 * L.T, isz) + <size_t>L.col * H4 * isz)
     elif which == 2:           # dWh += d h_{t-1}^T, summed over the batch
         if a.op == OP_WEIGHT:
             pass               # lstm_step_weight does it for every step in one product
         elif L.B == 1:
-            _ger(g, H4, H, L.D, L.X, a.g)
+            _ger(H4, H, <real*>L.D, <real*>L.X, <real*>a.g)
         else:
-            _blas.gemm(g.dtype, b'N', b'T', H4, H, L.B, 1.0, L.D, H4, L.X, L.ldx, 1.0, a.g, H4)
+            _blas.gemm(real_dtype(gy), b'N', b'T', H4, H, L.B, 1.0, L.D, H4, L.X, L.ldx, 1.0, a.g, H4)
     elif which == 4:           # mask_g
         for b in range(L.B):
             q = <char*>a.g + (<size_t>b * H * isz if a.dim.bd > 1 else 0)
-            if g.dtype == 0:
-                _mul_add(<float*>q, <float*>_col1(&L, L.DC, b), <float*>_col4(&L, L.G, b),
-                         <float*>(_col4(&L, L.G, b) + <size_t>3 * H * isz), H)
-            else:
-                _mul_add(<double*>q, <double*>_col1(&L, L.DC, b), <double*>_col4(&L, L.G, b),
-                         <double*>(_col4(&L, L.G, b) + <size_t>3 * H * isz), H)
+            _mul_add(<real*>q, <real*>_col1(&L, L.DC, b), <real*>_col4(&L, L.G, b),
+                     <real*>(_col4(&L, L.G, b) + <size_t>3 * H * isz), H)
     else:                      # prev or mask_h: both need Wh^T d (computed once, for the first)
         if which == 1 or L.prev.g == NULL:
-            _wh_t_d(g, &L)
+            _wh_t_d(&L, <real*>L.D)
         for b in range(L.B):
             if which == 1:
                 q = elem_g(a, b, H if L.flags & PSTEP else 2 * H, isz)
-                if g.dtype == 0:
-                    _bwd_prev1(<float*>q, <float*>_prev_gc(&L, b), <float*>_col1(&L, L.TMP, b),
-                               <float*>_mask(L.mh, b, H, isz), <float*>_col1(&L, L.DC, b),
-                               <float*>(_col4(&L, L.G, b) + <size_t>H * isz), H)
-                else:
-                    _bwd_prev1(<double*>q, <double*>_prev_gc(&L, b), <double*>_col1(&L, L.TMP, b),
-                               <double*>_mask(L.mh, b, H, isz), <double*>_col1(&L, L.DC, b),
-                               <double*>(_col4(&L, L.G, b) + <size_t>H * isz), H)
+                _bwd_prev1(<real*>q, <real*>_prev_gc(&L, b), <real*>_col1(&L, L.TMP, b),
+                           <real*>_mask(L.mh, b, H, isz), <real*>_col1(&L, L.DC, b),
+                           <real*>(_col4(&L, L.G, b) + <size_t>H * isz), H)
             else:
                 q = <char*>a.g + (<size_t>b * H * isz if a.dim.bd > 1 else 0)
-                if g.dtype == 0:
-                    _mul_add(<float*>q, <float*>_col1(&L, L.TMP, b), <float*>_prev_h(&L, b), NULL, H)
-                else:
-                    _mul_add(<double*>q, <double*>_col1(&L, L.TMP, b), <double*>_prev_h(&L, b), NULL, H)
+                _mul_add(<real*>q, <real*>_col1(&L, L.TMP, b), <real*>_prev_h(&L, b), NULL, H)
 
 
-cdef int OP_STEP = register_op("lstm_step", _shape_step, fwd_step, bwd_step)
+cdef int OP_STEP = declare_op("lstm_step", _shape_step)
+set_kernels(OP_STEP, DEV_CPU, <kfwd_fn>fwd_step[float], <kfwd_fn>fwd_step[double],
+            <kbwd_fn>bwd_step[float], <kbwd_fn>bwd_step[double])
 
 # ---------------------------------------------------------------- lstm_step_weight
 # The recurrent matrix as seen by a sequence's lstm_step nodes. Forward: the
@@ -462,18 +446,18 @@ cdef int _shape_weight(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_weight(Graph* g, Node* n) noexcept:
+cdef void fwd_weight(Graph* g, Node* n, real* y) noexcept:
     n.v = arg(g, n, 0).v
 
 
-cdef void bwd_weight(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_weight(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* w = arg(g, n, 0)
     cdef Node* s
     cdef Step L
-    cdef int me = <int>(n - g.nodes), j, b, cols = 0, k = 0, H = w.dim.d[1], isz = g.itemsize
+    cdef int me = <int>(n - g.nodes), j, b, cols = 0, k = 0, H = w.dim.d[1], isz = sizeof(real)
     cdef char* D
     cdef char* X
-    _blas.axpy(g.dtype, dim_total(&n.dim), 1.0, n.g, w.g)
+    _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, w.g)
     for j in range(me + 1, g.bwd_target + 1):
         s = &g.nodes[j]
         if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
@@ -487,16 +471,18 @@ cdef void bwd_weight(Graph* g, Node* n, int i) noexcept:
     for j in range(me + 1, g.bwd_target + 1):
         s = &g.nodes[j]
         if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
-            _layout(g, s, &L)
+            _layout(g, s, &L, isz)
             for b in range(L.B):
                 memcpy(D + <size_t>(k + b) * 4 * H * isz, _col4(&L, L.D, b), <size_t>4 * H * isz)
                 memcpy(X + <size_t>(k + b) * H * isz, L.X + <size_t>b * L.ldx * isz, <size_t>H * isz)
             k += L.B
-    _blas.gemm(g.dtype, b'N', b'T', 4 * H, H, cols, 1.0, D, 4 * H, X, H, 1.0, w.g, 4 * H)
+    _blas.gemm(real_dtype(gy), b'N', b'T', 4 * H, H, cols, 1.0, D, 4 * H, X, H, 1.0, w.g, 4 * H)
     free(D)
 
 
-cdef int OP_WEIGHT = register_op("lstm_step_weight", _shape_weight, fwd_weight, bwd_weight)
+cdef int OP_WEIGHT = declare_op("lstm_step_weight", _shape_weight)
+set_kernels(OP_WEIGHT, DEV_CPU, <kfwd_fn>fwd_weight[float], <kfwd_fn>fwd_weight[double],
+            <kbwd_fn>bwd_weight[float], <kbwd_fn>bwd_weight[double])
 
 
 def lstm_step_weight(Wh):
@@ -598,21 +584,23 @@ cdef int _shape_cell(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_cell(Graph* g, Node* n) noexcept:
-    cdef int b, H = n.dim.d[0], isz = g.itemsize
+cdef void fwd_cell(Graph* g, Node* n, real* y) noexcept:
+    cdef int b, H = n.dim.d[0], isz = sizeof(real)
     cdef Node* s = arg(g, n, 0)
     for b in range(n.dim.bd):
-        memcpy(<char*>n.v + <size_t>b * H * isz, _prev_aux(s, b, H, isz), <size_t>H * isz)
+        memcpy(y + <size_t>b * H, _prev_aux(s, b, H, isz), <size_t>H * isz)
 
 
-cdef void bwd_cell(Graph* g, Node* n, int i) noexcept:
-    cdef int b, H = n.dim.d[0], isz = g.itemsize
+cdef void bwd_cell(Graph* g, Node* n, int i, real* gy) noexcept:
+    cdef int b, H = n.dim.d[0], isz = sizeof(real)
     cdef Node* s = arg(g, n, 0)
     for b in range(n.dim.bd):
-        _blas.vadd(g.dtype, H, <char*>n.g + <size_t>b * H * isz, _prev_aux(s, b, H, isz) + <size_t>H * isz)
+        _blas.vadd(real_dtype(gy), H, gy + <size_t>b * H, _prev_aux(s, b, H, isz) + <size_t>H * isz)
 
 
-cdef int OP_CELL = register_op("lstm_state_c", _shape_cell, fwd_cell, bwd_cell)
+cdef int OP_CELL = declare_op("lstm_state_c", _shape_cell)
+set_kernels(OP_CELL, DEV_CPU, <kfwd_fn>fwd_cell[float], <kfwd_fn>fwd_cell[double],
+            <kbwd_fn>bwd_cell[float], <kbwd_fn>bwd_cell[double])
 
 
 def lstm_state_c(h):
@@ -636,21 +624,23 @@ cdef int _shape_part(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_part(Graph* g, Node* n) noexcept:
-    cdef int b, H = n.dim.d[0], isz = g.itemsize
+cdef void fwd_part(Graph* g, Node* n, real* y) noexcept:
+    cdef int b, H = n.dim.d[0], isz = sizeof(real)
     cdef Node* s = arg(g, n, 0)
     for b in range(n.dim.bd):
-        memcpy(<char*>n.v + <size_t>b * H * isz, elem_v(s, b, 2 * H, isz) + <size_t>n.ia[0] * isz, <size_t>H * isz)
+        memcpy(y + <size_t>b * H, elem_v(s, b, 2 * H, isz) + <size_t>n.ia[0] * isz, <size_t>H * isz)
 
 
-cdef void bwd_part(Graph* g, Node* n, int i) noexcept:
-    cdef int b, H = n.dim.d[0], isz = g.itemsize
+cdef void bwd_part(Graph* g, Node* n, int i, real* gy) noexcept:
+    cdef int b, H = n.dim.d[0], isz = sizeof(real)
     cdef Node* s = arg(g, n, 0)
     for b in range(n.dim.bd):
-        _blas.vadd(g.dtype, H, <char*>n.g + <size_t>b * H * isz, elem_g(s, b, 2 * H, isz) + <size_t>n.ia[0] * isz)
+        _blas.vadd(real_dtype(gy), H, gy + <size_t>b * H, elem_g(s, b, 2 * H, isz) + <size_t>n.ia[0] * isz)
 
 
-cdef int OP_PART = register_op("lstm_step_part", _shape_part, fwd_part, bwd_part)
+cdef int OP_PART = declare_op("lstm_step_part", _shape_part)
+set_kernels(OP_PART, DEV_CPU, <kfwd_fn>fwd_part[float], <kfwd_fn>fwd_part[double],
+            <kbwd_fn>bwd_part[float], <kbwd_fn>bwd_part[double])
 set_labels("lstm_step_part", 1, ("lstm_step_h", "lstm_step_c"))
 
 
