@@ -12,8 +12,10 @@ wrapper accumulate there directly.
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 from dyn._core._graph cimport set_autobatch, AB_ALIAS
-from dyn._core._graph cimport Graph, Node, register_op, dim_total, arg, F_FIXED, F_PGRAD, F_AB
+from dyn._core._graph cimport (
+    Graph, Node, declare_op, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_total, arg, F_FIXED, F_PGRAD, F_AB)
 from dyn._core._expr cimport node1, finish, Expression
+from dyn._core._bcast cimport real, real_dtype
 from dyn._core cimport _blas
 from dyn._core._k_treelstm cimport (
     Lay, CSUM, _layout, _outer, _piece_direct, is_tree_op, set_weights_op)
@@ -92,8 +94,9 @@ cdef int _role_arg(Node* c, int role) noexcept:
     return 2 + 2 * c.ia[1] if c.ia[2] else -1
 
 
-cdef void _flush(Graph* g, int me, int* ent, int ne) noexcept:
-    """Runs the deferred products of the entries (node, role, part), one product per alike group."""
+cdef void _flush(Graph* g, int me, int* ent, int ne, int isz) noexcept:
+    """Runs the deferred products of the entries (node, role, part), one product per alike group
+    (isz: bytes per item of the kernel's float type)."""
     cdef int e, e2, col, mode
     cdef Lay L
     cdef Piece P0, P
@@ -120,10 +123,10 @@ cdef void _flush(Graph* g, int me, int* ent, int ne) noexcept:
                     and P.m == P0.m and P.k == P0.k:
                 col += P.ncol
                 done[e2] = 2            # member of the current group
-        DD = _scratch(<size_t>(P0.m + P0.k) * col * g.itemsize)
+        DD = _scratch(<size_t>(P0.m + P0.k) * col * isz)
         if DD == NULL:
             col = 0
-        XX = DD + <size_t>P0.m * col * g.itemsize
+        XX = DD + <size_t>P0.m * col * isz
         col = 0
         for e2 in range(e, ne):
             if e2 == e or done[e2] == 2:
@@ -133,8 +136,8 @@ cdef void _flush(Graph* g, int me, int* ent, int ne) noexcept:
                 if DD == NULL:          # no scratch memory: one product per node (all parts)
                     _piece_direct(g, &L, ent[3 * e2 + 1], ent[3 * e2 + 2])
                     continue
-                _piece(&L, ent[3 * e2 + 1], ent[3 * e2 + 2], &P, DD + <size_t>P0.m * col * g.itemsize,
-                       XX + <size_t>P0.k * col * g.itemsize)
+                _piece(&L, ent[3 * e2 + 1], ent[3 * e2 + 2], &P, DD + <size_t>P0.m * col * isz,
+                       XX + <size_t>P0.k * col * isz)
                 col += P.ncol
         if DD != NULL:
             _outer(g, P0.m, P0.k, col, DD, P0.m, XX, P0.k, P0.G, P0.ldg)
@@ -153,13 +156,16 @@ cdef int _shape_w(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_w(Graph* g, Node* n) noexcept:
+# The kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations, so neither asks which float type it runs in.
+
+cdef void fwd_w(Graph* g, Node* n, real* y) noexcept:
     cdef Node* a = arg(g, n, 0)
     if not (n.flags & F_FIXED):
-        memcpy(n.v, a.v, <size_t>dim_total(&n.dim) * g.itemsize)
+        memcpy(y, a.v, <size_t>dim_total(&n.dim) * sizeof(real))
 
 
-cdef void bwd_w(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_w(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef int me = <int>(n - g.nodes), k, role, part, ne = 0, pos
     cdef Node* a = arg(g, n, 0)
     cdef Node* c
@@ -184,13 +190,15 @@ cdef void bwd_w(Graph* g, Node* n, int i) noexcept:
                     ent[3 * ne + 1] = role
                     ent[3 * ne + 2] = part
                     ne += 1
-    _flush(g, me, ent, ne)
+    _flush(g, me, ent, ne, sizeof(real))
     free(ent)
-    if n.g != a.g:
-        _blas.axpy(g.dtype, dim_total(&n.dim), 1.0, n.g, a.g)
+    if <void*>gy != a.g:
+        _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, a.g)
 
 
-cdef int OP_W = register_op("tree_weights", _shape_w, fwd_w, bwd_w)
+cdef int OP_W = declare_op("tree_weights", _shape_w)
+set_kernels(OP_W, DEV_CPU, <kfwd_fn>fwd_w[float], <kfwd_fn>fwd_w[double],
+            <kbwd_fn>bwd_w[float], <kbwd_fn>bwd_w[double])
 set_weights_op(OP_W)
 
 
