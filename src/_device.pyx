@@ -97,3 +97,21 @@ CPU.gather = _cpu_gather
 CPU.scatter_add = _cpu_scatter_add
 CPU.add_scalar = _cpu_add_scalar
 CPU.find_nonfinite = _cpu_find_nonfinite
+
+
+# ---------------------------------------------------------------- the devices of this process
+
+cdef dict _DEVICES = {"CPU": <size_t>&CPU}
+
+
+cdef Device* find_device(str name) except NULL:
+    """The device called name ("CPU"), or a ValueError naming those there are."""
+    key = name.upper()
+    if key not in _DEVICES:
+        raise ValueError("dyn: no device %r here (available: %s)" % (name, ", ".join(sorted(_DEVICES))))
+    return <Device*><size_t>_DEVICES[key]
+
+
+def available():
+    """The names of the devices this process can run graphs on."""
+    return sorted(_DEVICES)

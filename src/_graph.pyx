@@ -12,7 +12,7 @@ from libc.stdlib cimport malloc, realloc, free, calloc
 from libc.string cimport memset, memcpy, strncpy
 from libc.math cimport sqrt, log, cos, isfinite, M_PI
 from libc.stdint cimport uintptr_t
-from dyn._core._device cimport cpu_device
+from dyn._core._device cimport cpu_device, find_device, Device
 
 cdef Graph G
 cdef OpKernel KT[256]
@@ -749,6 +749,34 @@ def set_initial_memory(nbytes):
     _new_version()
     if AB_RESET != NULL:
         AB_RESET(0)
+
+def use_device(str name):
+    """Run the graphs from now on on device `name` ("CPU"): the arenas move to its memory (a new, empty
+    graph). Kernels of the kernel table are chosen for it; an op without one raises at creation."""
+    cdef Device* d = find_device(name)
+    cdef void* fx
+    cdef void* dx
+    if d == G.dev:
+        return
+    fx = d.alloc(INITIAL_BYTES)
+    dx = d.alloc(INITIAL_BYTES)
+    if fx == NULL or dx == NULL:
+        d.release(fx)
+        d.release(dx)
+        raise MemoryError("dyn: cannot allocate the graph arenas on %s" % name)
+    _drop_blocks(&G.fx)
+    _drop_blocks(&G.dx)
+    G.dev = d
+    G.device = d.kind
+    G.fx.base, G.fx.cap = <char*>fx, INITIAL_BYTES
+    G.dx.base, G.dx.cap = <char*>dx, INITIAL_BYTES
+    renew()
+
+
+def device_name():
+    """The name of the device graphs run on."""
+    return (<bytes>G.dev.name).decode()
+
 
 def memory_stats():
     """Bytes (capacity, used) of the forward and backward arenas."""

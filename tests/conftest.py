@@ -7,6 +7,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest  # noqa: E402
 
 import dyn as dy  # noqa: E402
+from dyn._core import _device, _graph  # noqa: E402
 
 
 @pytest.fixture
@@ -23,3 +24,19 @@ def float64():
 def fresh_graph():
     dy.renew_cg()
     yield
+
+
+# The device axis: the generated op tests, builders, trainers and the autobatching engine run on
+# every device this process has (tests/<dir>/conftest.py opts a directory in). The CPU is the only
+# one today; a new device joins the list (dyn._core._device.available()) and so every such test.
+DEVICES = _device.available()
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    """Run a test with graphs on each available device, back on the CPU afterwards."""
+    _graph.use_device(request.param)
+    try:
+        yield request.param
+    finally:
+        _graph.use_device("CPU")

@@ -27,3 +27,4 @@ ctypedef struct Device:
     long (*find_nonfinite)(const void* p, long n, int dtype) noexcept nogil
 
 cdef Device* cpu_device() noexcept nogil
+cdef Device* find_device(str name) except NULL
