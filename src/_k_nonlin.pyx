@@ -11,10 +11,10 @@ from libc.string cimport memcpy
 from dyn._core._graph import set_labels
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_BCAST, AB_IDX, AB_AUXSLICE
 from dyn._core._graph cimport (
-    Graph, Node, cg, register_op, dim_size, dim_total, dim_cols, dim_str, arg, idx,
+    Graph, Node, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, shape_fn, DEV_CPU, dim_size, dim_total, dim_cols, dim_str, arg, idx,
     set_indices, set_indices_c, dim_eq_nobatch, arena_alloc, rand_uniform, F_NG, F_CONST)
 from dyn._core._expr cimport node1, noden, finish, Expression
-from dyn._core._bcast cimport real
+from dyn._core._bcast cimport real, real_dtype
 from dyn._core cimport _blas
 from dyn._core._kutil cimport batch_rule, expr_arg, g_node, index_arg, int_arg, number_arg
 
@@ -29,6 +29,16 @@ cdef enum:
     TANH, LOGISTIC, RECTIFY, EXP, LOG
 
 # ---------------------------------------------------------------- helpers
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it
+# runs in.
+
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64,
+             int aux=0) except -1:
+    cdef int op = declare_op(name, shape, aux)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
+
 
 cdef inline real _exp(real x) noexcept nogil:
     if real is float:
@@ -115,23 +125,17 @@ cdef void _unary_bwd(int kind, real* gx, real* gy, real* x, real* y, int m) noex
             gx[i] += gy[i] / x[i]
 
 
-cdef void fwd_unary(Graph* g, Node* n) noexcept:
+cdef void fwd_unary(Graph* g, Node* n, real* y) noexcept:
+    _unary_fwd(n.ia[0], y, <real*>arg(g, n, 0).v, dim_total(&n.dim))
+
+
+cdef void bwd_unary(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, 0)
-    if g.dtype == 0:
-        _unary_fwd(n.ia[0], <float*>n.v, <float*>a.v, dim_total(&n.dim))
-    else:
-        _unary_fwd(n.ia[0], <double*>n.v, <double*>a.v, dim_total(&n.dim))
+    _unary_bwd(n.ia[0], <real*>a.g, gy, <real*>a.v, <real*>n.v, dim_total(&n.dim))
 
 
-cdef void bwd_unary(Graph* g, Node* n, int i) noexcept:
-    cdef Node* a = arg(g, n, 0)
-    if g.dtype == 0:
-        _unary_bwd(n.ia[0], <float*>a.g, <float*>n.g, <float*>a.v, <float*>n.v, dim_total(&n.dim))
-    else:
-        _unary_bwd(n.ia[0], <double*>a.g, <double*>n.g, <double*>a.v, <double*>n.v, dim_total(&n.dim))
-
-
-cdef int OP_UNARY = register_op("nonlin_unary", _shape_same, fwd_unary, bwd_unary)
+cdef int OP_UNARY = _op("nonlin_unary", _shape_same, <kfwd_fn>fwd_unary[float], <kfwd_fn>fwd_unary[double],
+                        <kbwd_fn>bwd_unary[float], <kbwd_fn>bwd_unary[double])
 
 cdef tuple _UNARY_NAMES = ("tanh", "logistic", "rectify", "exp", "log")
 set_labels("nonlin_unary", 0, _UNARY_NAMES)
@@ -241,30 +245,23 @@ cdef void _sm_bwd(real* gx, real* gy, real* y, int outer, int ostr, int inner, i
                     gx[k + i * istr] += y[k + i * istr] * (gy[k + i * istr] - c)
 
 
-cdef void fwd_sm(Graph* g, Node* n) noexcept:
+cdef void fwd_sm(Graph* g, Node* n, real* y) noexcept:
     cdef int outer, ostr, inner, istr
     _sm_layout(n, &outer, &ostr, &inner, &istr)
-    if g.dtype == 0:
-        _sm_fwd(<float*>n.v, <float*>arg(g, n, 0).v, outer, ostr, inner, istr, n.dim.bd,
-                dim_size(&n.dim), n.ia[1])
-    else:
-        _sm_fwd(<double*>n.v, <double*>arg(g, n, 0).v, outer, ostr, inner, istr, n.dim.bd,
-                dim_size(&n.dim), n.ia[1])
+    _sm_fwd(y, <real*>arg(g, n, 0).v, outer, ostr, inner, istr, n.dim.bd, dim_size(&n.dim), n.ia[1])
 
 
-cdef void bwd_sm(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_sm(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef int outer, ostr, inner, istr
     _sm_layout(n, &outer, &ostr, &inner, &istr)
-    if g.dtype == 0:
-        _sm_bwd(<float*>arg(g, n, 0).g, <float*>n.g, <float*>n.v, outer, ostr, inner, istr,
-                n.dim.bd, dim_size(&n.dim), n.ia[1])
-    else:
-        _sm_bwd(<double*>arg(g, n, 0).g, <double*>n.g, <double*>n.v, outer, ostr, inner, istr,
-                n.dim.bd, dim_size(&n.dim), n.ia[1])
+    _sm_bwd(<real*>arg(g, n, 0).g, gy, <real*>n.v, outer, ostr, inner, istr, n.dim.bd,
+            dim_size(&n.dim), n.ia[1])
 
 
-cdef int OP_SOFTMAX = register_op("softmax", _shape_sm, fwd_sm, bwd_sm)
-cdef int OP_LOGSOFTMAX = register_op("log_softmax", _shape_sm, fwd_sm, bwd_sm)
+cdef int OP_SOFTMAX = _op("softmax", _shape_sm, <kfwd_fn>fwd_sm[float], <kfwd_fn>fwd_sm[double],
+                          <kbwd_fn>bwd_sm[float], <kbwd_fn>bwd_sm[double])
+cdef int OP_LOGSOFTMAX = _op("log_softmax", _shape_sm, <kfwd_fn>fwd_sm[float], <kfwd_fn>fwd_sm[double],
+                             <kbwd_fn>bwd_sm[float], <kbwd_fn>bwd_sm[double])
 
 
 def softmax(x, d=0):
@@ -319,21 +316,16 @@ cdef void _rlsm_bwd(real* gx, real* gy, real* y, int* v, int nv) noexcept nogil:
         gx[v[i]] += gy[v[i]] - _exp(y[v[i]]) * <real>acc
 
 
-cdef void fwd_rlsm(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _rlsm_fwd(<float*>n.v, <float*>arg(g, n, 0).v, n.dim.d[0], idx(g, n), n.nidx)
-    else:
-        _rlsm_fwd(<double*>n.v, <double*>arg(g, n, 0).v, n.dim.d[0], idx(g, n), n.nidx)
+cdef void fwd_rlsm(Graph* g, Node* n, real* y) noexcept:
+    _rlsm_fwd(y, <real*>arg(g, n, 0).v, n.dim.d[0], idx(g, n), n.nidx)
 
 
-cdef void bwd_rlsm(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _rlsm_bwd(<float*>arg(g, n, 0).g, <float*>n.g, <float*>n.v, idx(g, n), n.nidx)
-    else:
-        _rlsm_bwd(<double*>arg(g, n, 0).g, <double*>n.g, <double*>n.v, idx(g, n), n.nidx)
+cdef void bwd_rlsm(Graph* g, Node* n, int i, real* gy) noexcept:
+    _rlsm_bwd(<real*>arg(g, n, 0).g, gy, <real*>n.v, idx(g, n), n.nidx)
 
 
-cdef int OP_RLOGSOFTMAX = register_op("restricted_log_softmax", _shape_rlsm, fwd_rlsm, bwd_rlsm)
+cdef int OP_RLOGSOFTMAX = _op("restricted_log_softmax", _shape_rlsm, <kfwd_fn>fwd_rlsm[float],
+                              <kfwd_fn>fwd_rlsm[double], <kbwd_fn>bwd_rlsm[float], <kbwd_fn>bwd_rlsm[double])
 
 
 def log_softmax(x, restrict=None):
@@ -413,23 +405,17 @@ cdef void _lse_bwd(real* gx, real* gy, real* x, real* y, int s, int B, int xb) n
             pg[i] += gy[b * s + i] * _exp(px[i] - y[b * s + i]) if y[b * s + i] != -INFINITY else 0
 
 
-cdef void fwd_lse(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _lse_fwd(g, n, <float*>n.v, <float*>n.aux)
-    else:
-        _lse_fwd(g, n, <double*>n.v, <double*>n.aux)
+cdef void fwd_lse(Graph* g, Node* n, real* y) noexcept:
+    _lse_fwd(g, n, y, <real*>n.aux)
 
 
-cdef void bwd_lse(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_lse(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* a = arg(g, n, i)
-    if g.dtype == 0:
-        _lse_bwd(<float*>a.g, <float*>n.g, <float*>a.v, <float*>n.v, dim_size(&n.dim), n.dim.bd, a.dim.bd)
-    else:
-        _lse_bwd(<double*>a.g, <double*>n.g, <double*>a.v, <double*>n.v, dim_size(&n.dim), n.dim.bd,
-                 a.dim.bd)
+    _lse_bwd(<real*>a.g, gy, <real*>a.v, <real*>n.v, dim_size(&n.dim), n.dim.bd, a.dim.bd)
 
 
-cdef int OP_LSE = register_op("logsumexp", _shape_lse, fwd_lse, bwd_lse, 1)
+cdef int OP_LSE = _op("logsumexp", _shape_lse, <kfwd_fn>fwd_lse[float], <kfwd_fn>fwd_lse[double],
+                      <kbwd_fn>bwd_lse[float], <kbwd_fn>bwd_lse[double], 1)
 
 
 def logsumexp(xs):
@@ -509,26 +495,18 @@ cdef void _pnls_bwd(real* gx, real* gy, real* x, real* lse, int* v, int m, int B
         pg[v[b]] -= c
 
 
-cdef void fwd_pnls(Graph* g, Node* n) noexcept:
+cdef void fwd_pnls(Graph* g, Node* n, real* y) noexcept:
     cdef Node* x = arg(g, n, 0)
-    cdef int m = x.dim.d[0]
-    if g.dtype == 0:
-        _pnls_fwd(<float*>n.v, <float*>x.v, <float*>n.aux, idx(g, n), m, n.dim.bd, x.dim.bd)
-    else:
-        _pnls_fwd(<double*>n.v, <double*>x.v, <double*>n.aux, idx(g, n), m, n.dim.bd, x.dim.bd)
+    _pnls_fwd(y, <real*>x.v, <real*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd)
 
 
-cdef void bwd_pnls(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_pnls(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _pnls_bwd(<float*>x.g, <float*>n.g, <float*>x.v, <float*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd,
-                  x.dim.bd)
-    else:
-        _pnls_bwd(<double*>x.g, <double*>n.g, <double*>x.v, <double*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd,
-                  x.dim.bd)
+    _pnls_bwd(<real*>x.g, gy, <real*>x.v, <real*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd)
 
 
-cdef int OP_PNLS = register_op("pickneglogsoftmax", _shape_pnls, fwd_pnls, bwd_pnls)
+cdef int OP_PNLS = _op("pickneglogsoftmax", _shape_pnls, <kfwd_fn>fwd_pnls[float], <kfwd_fn>fwd_pnls[double],
+                       <kbwd_fn>bwd_pnls[float], <kbwd_fn>bwd_pnls[double])
 
 
 def pickneglogsoftmax(x, v):
@@ -578,21 +556,16 @@ cdef void _mask_bwd(real* gx, real* gy, real* mask, int m) noexcept nogil:
         gx[i] += gy[i] * mask[i]
 
 
-cdef void fwd_drop(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _drop_fwd(g, <float*>n.v, <float*>arg(g, n, 0).v, <float*>n.aux, dim_total(&n.dim), n.fa[0])
-    else:
-        _drop_fwd(g, <double*>n.v, <double*>arg(g, n, 0).v, <double*>n.aux, dim_total(&n.dim), n.fa[0])
+cdef void fwd_drop(Graph* g, Node* n, real* y) noexcept:
+    _drop_fwd(g, y, <real*>arg(g, n, 0).v, <real*>n.aux, dim_total(&n.dim), n.fa[0])
 
 
-cdef void bwd_drop(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _mask_bwd(<float*>arg(g, n, 0).g, <float*>n.g, <float*>n.aux, dim_total(&n.dim))
-    else:
-        _mask_bwd(<double*>arg(g, n, 0).g, <double*>n.g, <double*>n.aux, dim_total(&n.dim))
+cdef void bwd_drop(Graph* g, Node* n, int i, real* gy) noexcept:
+    _mask_bwd(<real*>arg(g, n, 0).g, gy, <real*>n.aux, dim_total(&n.dim))
 
 
-cdef int OP_DROPOUT = register_op("dropout", _shape_same, fwd_drop, bwd_drop, 1)
+cdef int OP_DROPOUT = _op("dropout", _shape_same, <kfwd_fn>fwd_drop[float], <kfwd_fn>fwd_drop[double],
+                          <kbwd_fn>bwd_drop[float], <kbwd_fn>bwd_drop[double], 1)
 
 
 def dropout(x, p):
@@ -617,18 +590,16 @@ cdef void _noise_fwd(Graph* g, real* y, real* x, int m, double sd) noexcept:
             y[i + 1] = x[i + 1] + <real>(r * sin(th))
 
 
-cdef void fwd_noise(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _noise_fwd(g, <float*>n.v, <float*>arg(g, n, 0).v, dim_total(&n.dim), n.fa[0])
-    else:
-        _noise_fwd(g, <double*>n.v, <double*>arg(g, n, 0).v, dim_total(&n.dim), n.fa[0])
+cdef void fwd_noise(Graph* g, Node* n, real* y) noexcept:
+    _noise_fwd(g, y, <real*>arg(g, n, 0).v, dim_total(&n.dim), n.fa[0])
 
 
-cdef void bwd_identity(Graph* g, Node* n, int i) noexcept:
-    _blas.axpy(g.dtype, dim_total(&n.dim), 1.0, n.g, arg(g, n, 0).g)
+cdef void bwd_identity(Graph* g, Node* n, int i, real* gy) noexcept:
+    _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, arg(g, n, 0).g)
 
 
-cdef int OP_NOISE = register_op("noise", _shape_same, fwd_noise, bwd_identity)
+cdef int OP_NOISE = _op("noise", _shape_same, <kfwd_fn>fwd_noise[float], <kfwd_fn>fwd_noise[double],
+                        <kbwd_fn>bwd_identity[float], <kbwd_fn>bwd_identity[double])
 
 
 def noise(x, stddev):
@@ -642,15 +613,16 @@ def noise(x, stddev):
 
 # ---------------------------------------------------------------- nobackprop
 
-cdef void fwd_copy(Graph* g, Node* n) noexcept:
-    memcpy(n.v, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * g.itemsize)
+cdef void fwd_copy(Graph* g, Node* n, real* y) noexcept:
+    memcpy(y, arg(g, n, 0).v, <size_t>dim_total(&n.dim) * sizeof(real))
 
 
-cdef void bwd_none(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_none(Graph* g, Node* n, int i, real* gy) noexcept:
     pass      # reached only by backward(full=True): the gradient stops here
 
 
-cdef int OP_NOBACKPROP = register_op("nobackprop", _shape_same, fwd_copy, bwd_none)
+cdef int OP_NOBACKPROP = _op("nobackprop", _shape_same, <kfwd_fn>fwd_copy[float], <kfwd_fn>fwd_copy[double],
+                             <kbwd_fn>bwd_none[float], <kbwd_fn>bwd_none[double])
 
 
 def nobackprop(x):
