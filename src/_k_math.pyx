@@ -9,7 +9,7 @@ from libc cimport math as cm
 from dyn._core._graph import set_labels
 from dyn._core._graph cimport set_autobatch, AB_ON
 from dyn._core._graph cimport (
-    Graph, Node, cg, register_op, dim_size, dim_total, dim_str, arg, dim_eq_nobatch, F_NG, F_CONST)
+    Graph, Node, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, shape_fn, DEV_CPU, dim_size, dim_total, dim_str, arg, dim_eq_nobatch, F_NG, F_CONST)
 from dyn._core._expr cimport node1, node2, noden, finish, Expression
 from dyn._core._bcast cimport real
 from dyn._core._kutil cimport expr_arg, number_arg
@@ -27,6 +27,16 @@ KINDS = {name: k for k, name in enumerate(NAMES)}
 cdef double SELU_LAMBDA = 1.0507009873554804934193349852946
 cdef double SELU_ALPHA = 1.6732632423543772848170429916717
 cdef double TWO_OVER_SQRT_PI = 1.1283791670955125738961589031215
+
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it
+# runs in.
+
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64,
+             int aux=0) except -1:
+    cdef int op = declare_op(name, shape, aux)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
 
 # ---------------------------------------------------------------- libm, float or double
 
@@ -244,26 +254,19 @@ cdef void _unary_bwd(int kind, real* gx, real* gy, real* x, real* y, long m, dou
             gx[i] += gy[i]
 
 
-cdef void fwd_unary(Graph* g, Node* n) noexcept:
-    cdef Node* x = arg(g, n, 0)
-    if g.dtype == 0:
-        _unary_fwd(n.ia[0], <float*>n.v, <float*>x.v, dim_total(&n.dim), n.fa[0])
-    else:
-        _unary_fwd(n.ia[0], <double*>n.v, <double*>x.v, dim_total(&n.dim), n.fa[0])
+cdef void fwd_unary(Graph* g, Node* n, real* y) noexcept:
+    _unary_fwd(n.ia[0], y, <real*>arg(g, n, 0).v, dim_total(&n.dim), n.fa[0])
 
 
-cdef void bwd_unary(Graph* g, Node* n, int i) noexcept:
+cdef void bwd_unary(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* x = arg(g, n, 0)
     if n.ia[0] >= ROUND and not n.ia[1]:
         return      # zero_gradient rounding: reached only by backward(full=True)
-    if g.dtype == 0:
-        _unary_bwd(n.ia[0], <float*>x.g, <float*>n.g, <float*>x.v, <float*>n.v, dim_total(&n.dim), n.fa[0])
-    else:
-        _unary_bwd(n.ia[0], <double*>x.g, <double*>n.g, <double*>x.v, <double*>n.v, dim_total(&n.dim),
-                   n.fa[0])
+    _unary_bwd(n.ia[0], <real*>x.g, gy, <real*>x.v, <real*>n.v, dim_total(&n.dim), n.fa[0])
 
 
-cdef int OP_UNARY = register_op("math_unary", _shape_unary, fwd_unary, bwd_unary)
+cdef int OP_UNARY = _op("math_unary", _shape_unary, <kfwd_fn>fwd_unary[float], <kfwd_fn>fwd_unary[double],
+                        <kbwd_fn>bwd_unary[float], <kbwd_fn>bwd_unary[double])
 set_labels("math_unary", 0, NAMES)
 
 
@@ -334,24 +337,17 @@ cdef void _bminmax_bwd(real* gx, real* gz, real* x, real* y, long m, bint mx, in
             gx[i] += gz[i]
 
 
-cdef void fwd_bminmax(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _bminmax_fwd(<float*>n.v, <float*>arg(g, n, 0).v, <float*>arg(g, n, 1).v, dim_total(&n.dim), n.ia[0])
-    else:
-        _bminmax_fwd(<double*>n.v, <double*>arg(g, n, 0).v, <double*>arg(g, n, 1).v, dim_total(&n.dim),
-                     n.ia[0])
+cdef void fwd_bminmax(Graph* g, Node* n, real* y) noexcept:
+    _bminmax_fwd(y, <real*>arg(g, n, 0).v, <real*>arg(g, n, 1).v, dim_total(&n.dim), n.ia[0])
 
 
-cdef void bwd_bminmax(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _bminmax_bwd(<float*>arg(g, n, i).g, <float*>n.g, <float*>arg(g, n, 0).v, <float*>arg(g, n, 1).v,
-                     dim_total(&n.dim), n.ia[0], i)
-    else:
-        _bminmax_bwd(<double*>arg(g, n, i).g, <double*>n.g, <double*>arg(g, n, 0).v,
-                     <double*>arg(g, n, 1).v, dim_total(&n.dim), n.ia[0], i)
+cdef void bwd_bminmax(Graph* g, Node* n, int i, real* gy) noexcept:
+    _bminmax_bwd(<real*>arg(g, n, i).g, gy, <real*>arg(g, n, 0).v, <real*>arg(g, n, 1).v,
+                 dim_total(&n.dim), n.ia[0], i)
 
 
-cdef int OP_BMINMAX = register_op("bminmax", _shape_bminmax, fwd_bminmax, bwd_bminmax)
+cdef int OP_BMINMAX = _op("bminmax", _shape_bminmax, <kfwd_fn>fwd_bminmax[float], <kfwd_fn>fwd_bminmax[double],
+                          <kbwd_fn>bwd_bminmax[float], <kbwd_fn>bwd_bminmax[double])
 set_labels("bminmax", 0, ("bmin", "bmax"))
 
 
@@ -404,22 +400,17 @@ cdef void _elist_bwd(real* gx, real* gy, real* win, long m, int j) noexcept nogi
             gx[i] += gy[i]
 
 
-cdef void fwd_elist(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _elist_fwd(g, n, <float*>n.v, <float*>n.aux)
-    else:
-        _elist_fwd(g, n, <double*>n.v, <double*>n.aux)
+cdef void fwd_elist(Graph* g, Node* n, real* y) noexcept:
+    _elist_fwd(g, n, y, <real*>n.aux)
 
 
-cdef void bwd_elist(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _elist_bwd(<float*>arg(g, n, i).g, <float*>n.g, <float*>n.aux, dim_total(&n.dim), i)
-    else:
-        _elist_bwd(<double*>arg(g, n, i).g, <double*>n.g, <double*>n.aux, dim_total(&n.dim), i)
+cdef void bwd_elist(Graph* g, Node* n, int i, real* gy) noexcept:
+    _elist_bwd(<real*>arg(g, n, i).g, gy, <real*>n.aux, dim_total(&n.dim), i)
 
 
 # one scratch item per element: the winning argument's index (exact in float up to 2^24)
-cdef int OP_ELIST = register_op("emax_emin", _shape_elist, fwd_elist, bwd_elist, 1)
+cdef int OP_ELIST = _op("emax_emin", _shape_elist, <kfwd_fn>fwd_elist[float], <kfwd_fn>fwd_elist[double],
+                        <kbwd_fn>bwd_elist[float], <kbwd_fn>bwd_elist[double], 1)
 set_labels("emax_emin", 0, ("emin", "emax"))
 
 
