@@ -21,11 +21,12 @@ child-sum LSTM: [i; o; u; f] (4H).
 """
 from libc.math cimport exp, tanh
 from libc.string cimport memcpy, memset
-from dyn._core._graph cimport Graph, Node, Dim, cg, register_op, dim_str, arg
+from dyn._core._graph cimport (
+    Graph, Node, Dim, cg, declare_op, set_kernels, shape_fn, kfwd_fn, kbwd_fn, DEV_CPU, dim_str, arg)
 from dyn._core._graph cimport set_autobatch, AB_ON, AB_PTR_ALL, ABA_NO, ABA_CAT, ABA_SHARE, elem_v, elem_g
 from dyn._core._expr cimport node1, noden, finish, Expression
 from dyn._core._expr import all_alive
-from dyn._core._bcast cimport real
+from dyn._core._bcast cimport real, real_dtype
 from dyn._core cimport _blas
 
 cdef extern from "_fastmath.h" nogil:
@@ -49,8 +50,9 @@ cdef inline int _rows(int mode, int H, int P) noexcept nogil:
     return 4 * H
 
 
-cdef void _layout(Graph* g, Node* n, Lay* L) noexcept:
-    cdef int k = 2, B = n.dim.bd, isz = g.itemsize
+cdef void _layout_isz(Graph* g, Node* n, Lay* L, int isz) noexcept:
+    """The node's layout for items of isz bytes (a kernel's sizeof(real))."""
+    cdef int k = 2, B = n.dim.bd
     cdef size_t q, pm
     L.n = n
     L.mode = n.ia[0]
@@ -92,6 +94,12 @@ cdef void _layout(Graph* g, Node* n, Lay* L) noexcept:
     L.S = L.DC + L.H * q
 
 
+cdef void _layout(Graph* g, Node* n, Lay* L) noexcept:
+    """_layout_isz for the graph's float type: for src/_k_treeweights.pyx until it is fused over real
+    (the kernels here pass their sizeof(real))."""
+    _layout_isz(g, n, L, g.itemsize)
+
+
 cdef long _naux(int mode, int huc, int I, int H, int p, int P, int B) noexcept:
     cdef long K = P * H if mode != CSUM else (H if p > 0 else 0)
     cdef long R = _rows(mode, H, P)
@@ -101,29 +109,37 @@ cdef long _naux(int mode, int huc, int I, int H, int p, int P, int B) noexcept:
 
 # ---------------------------------------------------------------- BLAS with leading dimensions
 
-cdef void _gm(Graph* g, char ta, int m, int n, int k, void* A, int lda, void* X, int ldx, double beta,
-              void* Y, int ldy) noexcept:
+cdef void _gm(char ta, int m, int n, int k, real* A, int lda, real* X, int ldx, double beta,
+              real* Y, int ldy) noexcept:
     """Y (m x n, ld ldy) = op(A) X + beta Y with X k x n (ld ldx): gemv for one column."""
     if m <= 0 or n <= 0 or k <= 0:    # never with beta 0: every caller has k > 0 then
         return
     if n == 1:
         if ta == b'N':
-            _blas.gemv(g.dtype, b'N', m, k, 1.0, A, lda, X, beta, Y)
+            _blas.gemv(real_dtype(Y), b'N', m, k, 1.0, A, lda, X, beta, Y)
         else:
-            _blas.gemv(g.dtype, b'T', k, m, 1.0, A, lda, X, beta, Y)
+            _blas.gemv(real_dtype(Y), b'T', k, m, 1.0, A, lda, X, beta, Y)
     else:
-        _blas.gemm(g.dtype, ta, b'N', m, n, k, 1.0, A, lda, X, ldx, beta, Y, ldy)
+        _blas.gemm(real_dtype(Y), ta, b'N', m, n, k, 1.0, A, lda, X, ldx, beta, Y, ldy)
 
 
-cdef void _outer(Graph* g, int m, int k, int n, void* D, int ldd, void* X, int ldx, void* G,
-                 int ldg) noexcept:
+cdef void _outer_r(int m, int k, int n, real* D, int ldd, real* X, int ldx, real* G, int ldg) noexcept:
     """G (m x k, ld ldg) += D X^T for D m x n (ld ldd) and X k x n (ld ldx): the batch is summed."""
     if m <= 0 or k <= 0:
         return
     if n == 1:
-        _blas.ger(g.dtype, m, k, 1.0, D, X, G, ldg)
+        _blas.ger(real_dtype(G), m, k, 1.0, D, X, G, ldg)
     else:
-        _blas.gemm(g.dtype, b'N', b'T', m, k, n, 1.0, D, ldd, X, ldx, 1.0, G, ldg)
+        _blas.gemm(real_dtype(G), b'N', b'T', m, k, n, 1.0, D, ldd, X, ldx, 1.0, G, ldg)
+
+
+cdef void _outer(Graph* g, int m, int k, int n, void* D, int ldd, void* X, int ldx, void* G,
+                 int ldg) noexcept:
+    """_outer_r for the graph's float type: for src/_k_treeweights.pyx until it is fused over real."""
+    if g.dtype == 0:
+        _outer_r(m, k, n, <float*>D, ldd, <float*>X, ldx, <float*>G, ldg)
+    else:
+        _outer_r(m, k, n, <double*>D, ldd, <double*>X, ldx, <double*>G, ldg)
 
 # ---------------------------------------------------------------- elementwise pieces
 
@@ -311,54 +327,47 @@ cdef void _cell_d(Graph* g, Lay* L, real* A, real* Fg, real* Y, real* T, real* G
 # ---------------------------------------------------------------- forward
 
 
-cdef void fwd_tree(Graph* g, Node* n) noexcept:
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
+
+cdef void fwd_tree(Graph* g, Node* n, real* y) noexcept:
     cdef Lay L
     cdef int b, H, R, isz
     cdef double beta
-    cdef char* A
-    _layout(g, n, &L)
+    cdef real* A
+    _layout_isz(g, n, &L, sizeof(real))
     H = L.H
     R = L.R
     isz = L.isz
-    A = <char*>n.v if L.mode == RNN else L.A     # the tree RNN's h is its activated pre-activation
+    A = y if L.mode == RNN else <real*>L.A     # the tree RNN's h is its activated pre-activation
     if L.hx:
         _gather_x(g, &L)
     if L.p:
-        if g.dtype == 0:
-            _gather(g, &L, <float*>L.HC, L.K, L.mode != CSUM, 0)
-            if L.huc:
-                _gather(g, &L, <float*>L.CC, L.K, True, 1)
-            if L.mode == CSUM:
-                _gather_each(g, &L, <float*>L.HM)
-        else:
-            _gather(g, &L, <double*>L.HC, L.K, L.mode != CSUM, 0)
-            if L.huc:
-                _gather(g, &L, <double*>L.CC, L.K, True, 1)
-            if L.mode == CSUM:
-                _gather_each(g, &L, <double*>L.HM)
+        _gather(g, &L, <real*>L.HC, L.K, L.mode != CSUM, 0)
+        if L.huc:
+            _gather(g, &L, <real*>L.CC, L.K, True, 1)
+        if L.mode == CSUM:
+            _gather_each(g, &L, <real*>L.HM)
     # the N-ary cell's first product writes every row of A (beta 0) and _cell_fwd adds the bias in
     # the pass it makes anyway; the others start from the bias
     beta = 0.0 if L.mode == NARY else 1.0
     if beta != 0:
         for b in range(L.B):
-            memcpy(A + <size_t>b * R * isz, L.b.v, <size_t>R * isz)
+            memcpy(A + <size_t>b * R, L.b.v, <size_t>R * isz)
     if L.hx:
-        _gm(g, b'N', R, L.B, L.I, L.Wx.v, L.Rt, L.X, L.I, beta, A, R)
+        _gm(c'N', R, L.B, L.I, <real*>L.Wx.v, L.Rt, <real*>L.X, L.I, beta, A, R)
         beta = 1.0
     if L.p:
         if L.mode == CSUM:     # i, o, u see the sum of the children's h; each f_j its own h_j
-            _gm(g, b'N', 3 * H, L.B, H, L.U.v, L.Rt, L.HC, H, 1.0, A, R)
-            _gm(g, b'N', H, L.p * L.B, H, <char*>L.U.v + <size_t>3 * H * isz, L.Rt, L.HM, H, 0.0, L.F, H)
+            _gm(c'N', 3 * H, L.B, H, <real*>L.U.v, L.Rt, <real*>L.HC, H, 1.0, A, R)
+            _gm(c'N', H, L.p * L.B, H, <real*>L.U.v + <size_t>3 * H, L.Rt, <real*>L.HM, H, 0.0, <real*>L.F, H)
         else:
-            _gm(g, b'N', R, L.B, L.K, L.U.v, L.Rt, L.HC, L.K, beta, A, R)
+            _gm(c'N', R, L.B, L.K, <real*>L.U.v, L.Rt, <real*>L.HC, L.K, beta, A, R)
         if L.huc:              # DyNet's cell terms feed i, o and the f_m, not u
-            _gm(g, b'N', 2 * H, L.B, L.K, L.Uc.v, L.Uc.dim.d[0], L.CC, L.K, 1.0, A, R)
-            _gm(g, b'N', R - 3 * H, L.B, L.K, <char*>L.Uc.v + <size_t>2 * H * isz, L.Uc.dim.d[0], L.CC, L.K,
-                1.0, A + <size_t>3 * H * isz, R)
-    if g.dtype == 0:
-        _cell_fwd(g, &L, <float*>A, <float*>L.F, <float*>n.v, <float*>L.T)
-    else:
-        _cell_fwd(g, &L, <double*>A, <double*>L.F, <double*>n.v, <double*>L.T)
+            _gm(c'N', 2 * H, L.B, L.K, <real*>L.Uc.v, L.Uc.dim.d[0], <real*>L.CC, L.K, 1.0, A, R)
+            _gm(c'N', R - 3 * H, L.B, L.K, <real*>L.Uc.v + <size_t>2 * H, L.Uc.dim.d[0], <real*>L.CC, L.K,
+                1.0, A + <size_t>3 * H, R)
+    _cell_fwd(g, &L, A, <real*>L.F, y, <real*>L.T)
 
 # ---------------------------------------------------------------- backward
 
@@ -371,105 +380,105 @@ cdef int _first_live(Graph* g, Node* n) noexcept:
     return -1
 
 
-cdef void _to(Graph* g, Node* a, int off, char* s, int size, int B) noexcept:
-    if g.dtype == 0:
-        _scatter(a, 4, off, <float*>s, size, B)
-    else:
-        _scatter(a, 8, off, <double*>s, size, B)
+cdef void _to(Node* a, int off, real* s, int size, int B) noexcept:
+    _scatter(a, sizeof(real), off, s, size, B)
 
 
-cdef void _child_grad(Graph* g, Lay* L, int j) noexcept:
+cdef void _child_grad(Graph* g, Lay* L, int j, real* D) noexcept:
+    """Child j's gradient from D (the node's pre-activation gradients, L.D)."""
     cdef Node* c = _child(g, L, j)
-    cdef int H = L.H, R = L.R, isz = L.isz, m = _pos(j, L.N), UcR
-    cdef char* f
+    cdef int H = L.H, R = L.R, m = _pos(j, L.N), UcR
+    cdef real* U = <real*>L.U.v
+    cdef real* S = <real*>L.S
+    cdef real* f
     cdef int fstride
     if L.mode == CSUM:          # dh_j = U_iou^T d_iou + U_f^T df_j
-        _gm(g, b'T', H, L.B, 3 * H, L.U.v, L.Rt, L.D, R, 0.0, L.S, H)
-        _gm(g, b'T', H, L.B, H, <char*>L.U.v + <size_t>3 * H * isz, L.Rt, L.DF + <size_t>j * H * isz, L.p * H,
-            1.0, L.S, H)
-        f = L.F + <size_t>j * H * isz
+        _gm(c'T', H, L.B, 3 * H, U, L.Rt, D, R, 0.0, S, H)
+        _gm(c'T', H, L.B, H, U + <size_t>3 * H, L.Rt, <real*>L.DF + <size_t>j * H, L.p * H, 1.0, S, H)
+        f = <real*>L.F + <size_t>j * H
         fstride = L.p * H
     else:                       # dh_j = U_{e_j}^T d
-        _gm(g, b'T', H, L.B, R, <char*>L.U.v + <size_t>m * H * L.Rt * isz, L.Rt, L.D, R, 0.0, L.S, H)
-        f = L.A + <size_t>(3 + m) * H * isz
+        _gm(c'T', H, L.B, R, U + <size_t>m * H * L.Rt, L.Rt, D, R, 0.0, S, H)
+        f = <real*>L.A + <size_t>(3 + m) * H
         fstride = R
-    _to(g, c, 0, L.S, H, L.B)
+    _to(c, 0, S, H, L.B)
     if L.mode == RNN:
         return
-    if g.dtype == 0:            # dc_j = dc f_j
-        _scatter_dc(c, 4, H, <float*>L.DC, <float*>f, fstride, L.B)
-    else:
-        _scatter_dc(c, 8, H, <double*>L.DC, <double*>f, fstride, L.B)
+    _scatter_dc(c, sizeof(real), H, <real*>L.DC, f, fstride, L.B)     # dc_j = dc f_j
     if L.huc:                   # dc_j += Uc_{e_j}^T d over the rows the cell terms feed
         UcR = L.Uc.dim.d[0]
-        _gm(g, b'T', H, L.B, 2 * H, <char*>L.Uc.v + <size_t>m * H * UcR * isz, UcR, L.D, R, 0.0, L.S, H)
-        _gm(g, b'T', H, L.B, R - 3 * H, <char*>L.Uc.v + (<size_t>m * H * UcR + 2 * H) * isz, UcR,
-            L.D + <size_t>3 * H * isz, R, 1.0, L.S, H)
-        _to(g, c, H, L.S, H, L.B)
+        _gm(c'T', H, L.B, 2 * H, <real*>L.Uc.v + <size_t>m * H * UcR, UcR, D, R, 0.0, S, H)
+        _gm(c'T', H, L.B, R - 3 * H, <real*>L.Uc.v + (<size_t>m * H * UcR + 2 * H), UcR,
+            D + <size_t>3 * H, R, 1.0, S, H)
+        _to(c, H, S, H, L.B)
 
 
-cdef void _piece_direct(Graph* g, Lay* L, int role, int part) noexcept:
+cdef void _piece_direct_r(Lay* L, int role, int part, real* D) noexcept:
     """One node's share of a weight gradient, G += D (its input)^T, from the node's own buffers
-    (part 1: the child-sum forget rows of U)."""
-    cdef int H = L.H, R = L.R, isz = L.isz, k
+    (D: L.D, typed; part 1: the child-sum forget rows of U)."""
+    cdef int H = L.H, R = L.R, k
     if role == 0 and L.mode == CSUM:
         if L.p and part == 0:
-            _outer(g, 3 * H, H, L.B, L.D, R, L.HC, H, L.U.g, L.Rt)
+            _outer_r(3 * H, H, L.B, D, R, <real*>L.HC, H, <real*>L.U.g, L.Rt)
         elif L.p:
-            _outer(g, H, H, L.p * L.B, L.DF, H, L.HM, H, <char*>L.U.g + <size_t>3 * H * isz, L.Rt)
+            _outer_r(H, H, L.p * L.B, <real*>L.DF, H, <real*>L.HM, H, <real*>L.U.g + <size_t>3 * H, L.Rt)
         return
     if part:
         return
     if role == 0:
-        _outer(g, R, L.K, L.B, L.D, R, L.HC, L.K, L.U.g, L.Rt)
+        _outer_r(R, L.K, L.B, D, R, <real*>L.HC, L.K, <real*>L.U.g, L.Rt)
     elif role == 1:
-        _outer(g, R, L.I, L.B, L.D, R, L.X, L.I, L.Wx.g, L.Rt)
+        _outer_r(R, L.I, L.B, D, R, <real*>L.X, L.I, <real*>L.Wx.g, L.Rt)
     else:
         k = L.Uc.dim.d[0]
-        _outer(g, 2 * H, L.K, L.B, L.D, R, L.CC, L.K, L.Uc.g, k)
-        _outer(g, R - 3 * H, L.K, L.B, L.D + <size_t>3 * H * isz, R, L.CC, L.K,
-               <char*>L.Uc.g + <size_t>2 * H * isz, k)
+        _outer_r(2 * H, L.K, L.B, D, R, <real*>L.CC, L.K, <real*>L.Uc.g, k)
+        _outer_r(R - 3 * H, L.K, L.B, D + <size_t>3 * H, R, <real*>L.CC, L.K,
+                 <real*>L.Uc.g + <size_t>2 * H, k)
 
 
-cdef void bwd_tree(Graph* g, Node* n, int i) noexcept:
+cdef void _piece_direct(Graph* g, Lay* L, int role, int part) noexcept:
+    """_piece_direct_r for the graph's float type: for src/_k_treeweights.pyx until it is fused over real."""
+    if g.dtype == 0:
+        _piece_direct_r(L, role, part, <float*>L.D)
+    else:
+        _piece_direct_r(L, role, part, <double*>L.D)
+
+
+cdef void bwd_tree(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Lay L
-    cdef int b, H, R, isz, k
-    _layout(g, n, &L)
+    cdef int b, H, R
+    cdef real* D
+    _layout_isz(g, n, &L, sizeof(real))
     H = L.H
     R = L.R
-    isz = L.isz
+    D = <real*>L.D
     if L.mode == RNN:
         L.A = <char*>n.v
     if i == _first_live(g, n):      # once per backward pass: everything else is products with D
-        if g.dtype == 0:
-            _cell_d(g, &L, <float*>L.A, <float*>L.F, <float*>n.v, <float*>L.T, <float*>n.g, <float*>L.D,
-                    <float*>L.DF, <float*>L.DC)
-        else:
-            _cell_d(g, &L, <double*>L.A, <double*>L.F, <double*>n.v, <double*>L.T, <double*>n.g,
-                    <double*>L.D, <double*>L.DF, <double*>L.DC)
+        _cell_d(g, &L, <real*>L.A, <real*>L.F, <real*>n.v, <real*>L.T, gy, D, <real*>L.DF, <real*>L.DC)
     if i == 0:                      # U
         if L.U.op != OP_W:
-            _piece_direct(g, &L, 0, 0)
-            _piece_direct(g, &L, 0, 1)
+            _piece_direct_r(&L, 0, 0, D)
+            _piece_direct_r(&L, 0, 1, D)
     elif i == 1:                    # b: the columns of D summed (as affine_transform's bias)
-        if g.dtype == 0:
-            dyn_colsum_acc_f32(<float*>L.b.g, <float*>L.D, R, L.B)
+        if real is float:
+            dyn_colsum_acc_f32(<float*>L.b.g, D, R, L.B)
         else:
             for b in range(L.B):
-                _blas.axpy(g.dtype, R, 1.0, L.D + <size_t>b * R * isz, L.b.g)
+                _blas.axpy(real_dtype(D), R, 1.0, D + <size_t>b * R, L.b.g)
     elif L.hx and i == 2:           # Wx
         if L.Wx.op != OP_W:
-            _piece_direct(g, &L, 1, 0)
-            _piece_direct(g, &L, 1, 1)
+            _piece_direct_r(&L, 1, 0, D)
+            _piece_direct_r(&L, 1, 1, D)
     elif L.hx and i == 3:           # x
-        _gm(g, b'T', L.I, L.B, R, L.Wx.v, L.Rt, L.D, R, 0.0, L.S, L.I)
-        _to(g, L.x, 0, L.S, L.I, L.B)
+        _gm(c'T', L.I, L.B, R, <real*>L.Wx.v, L.Rt, D, R, 0.0, <real*>L.S, L.I)
+        _to(L.x, 0, <real*>L.S, L.I, L.B)
     elif L.huc and i == L.c0 - 1:   # Uc
         if L.Uc.op != OP_W:
-            _piece_direct(g, &L, 2, 0)
-            _piece_direct(g, &L, 2, 1)
+            _piece_direct_r(&L, 2, 0, D)
+            _piece_direct_r(&L, 2, 1, D)
     else:
-        _child_grad(g, &L, i - L.c0)
+        _child_grad(g, &L, i - L.c0, D)
 
 # ---------------------------------------------------------------- shapes
 
@@ -567,9 +576,18 @@ cdef int _shape_tree(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef int OP_NARY = register_op("nary_tree_lstm", _shape_tree, fwd_tree, bwd_tree)
-cdef int OP_RNN = register_op("tree_rnn", _shape_tree, fwd_tree, bwd_tree)
-cdef int OP_CSUM = register_op("child_sum_tree_lstm", _shape_tree, fwd_tree, bwd_tree)
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64) except -1:
+    cdef int op = declare_op(name, shape)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
+
+
+cdef int OP_NARY = _op("nary_tree_lstm", _shape_tree, <kfwd_fn>fwd_tree[float], <kfwd_fn>fwd_tree[double],
+                       <kbwd_fn>bwd_tree[float], <kbwd_fn>bwd_tree[double])
+cdef int OP_RNN = _op("tree_rnn", _shape_tree, <kfwd_fn>fwd_tree[float], <kfwd_fn>fwd_tree[double],
+                      <kbwd_fn>bwd_tree[float], <kbwd_fn>bwd_tree[double])
+cdef int OP_CSUM = _op("child_sum_tree_lstm", _shape_tree, <kfwd_fn>fwd_tree[float], <kfwd_fn>fwd_tree[double],
+                       <kbwd_fn>bwd_tree[float], <kbwd_fn>bwd_tree[double])
 
 
 cdef bint is_tree_op(int op) noexcept:
@@ -645,22 +663,23 @@ cdef int _shape_part(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_part(Graph* g, Node* n) noexcept:
-    cdef int b, H = n.dim.d[0], isz = g.itemsize
+cdef void fwd_part(Graph* g, Node* n, real* y) noexcept:
+    cdef int b, H = n.dim.d[0], isz = sizeof(real)
     cdef Node* a = arg(g, n, 0)
     for b in range(n.dim.bd):
-        memcpy(<char*>n.v + <size_t>b * H * isz, elem_v(a, b, 2 * H, isz) + <size_t>n.ia[0] * H * isz,
+        memcpy(y + <size_t>b * H, elem_v(a, b, 2 * H, isz) + <size_t>n.ia[0] * H * isz,
                <size_t>H * isz)
 
 
-cdef void bwd_part(Graph* g, Node* n, int i) noexcept:
-    cdef int b, H = n.dim.d[0], isz = g.itemsize
+cdef void bwd_part(Graph* g, Node* n, int i, real* gy) noexcept:
+    cdef int b, H = n.dim.d[0], isz = sizeof(real)
     cdef Node* a = arg(g, n, 0)
     for b in range(n.dim.bd):
-        _blas.vadd(g.dtype, H, <char*>n.g + <size_t>b * H * isz, elem_g(a, b, 2 * H, isz) + <size_t>n.ia[0] * H * isz)
+        _blas.vadd(real_dtype(gy), H, gy + <size_t>b * H, elem_g(a, b, 2 * H, isz) + <size_t>n.ia[0] * H * isz)
 
 
-cdef int OP_PART = register_op("tree_state_part", _shape_part, fwd_part, bwd_part)
+cdef int OP_PART = _op("tree_state_part", _shape_part, <kfwd_fn>fwd_part[float], <kfwd_fn>fwd_part[double],
+                       <kbwd_fn>bwd_part[float], <kbwd_fn>bwd_part[double])
 
 
 def state_part(x, int part):

@@ -1,5 +1,6 @@
 # Shared with src/_k_treeweights.pyx: a fused tree node's layout (implementation: src/_k_treelstm.pyx).
 from dyn._core._graph cimport Graph, Node
+from dyn._core._bcast cimport real
 
 cdef enum:
     NARY = 0          # N-ary Tree-LSTM
@@ -28,6 +29,13 @@ ctypedef struct Lay:
     char* DC      # H x B        gradient of c
     char* S       # max(I, H) x B  scratch
 
+# The layout for items of isz bytes (a kernel's sizeof(real)), G += D X^T, and a node's share of a
+# weight gradient (D: L.D typed), fused over the float type as the kernels are.
+cdef void _layout_isz(Graph* g, Node* n, Lay* L, int isz) noexcept
+cdef void _outer_r(int m, int k, int n, real* D, int ldd, real* X, int ldx, real* G, int ldg) noexcept
+cdef void _piece_direct_r(Lay* L, int role, int part, real* D) noexcept
+# The same for the graph's float type (g.itemsize, g.dtype): what src/_k_treeweights.pyx calls until
+# its kernels are fused over real too.
 cdef void _layout(Graph* g, Node* n, Lay* L) noexcept
 cdef void _outer(Graph* g, int m, int k, int n, void* D, int ldd, void* X, int ldx, void* G, int ldg) noexcept
 cdef void _piece_direct(Graph* g, Lay* L, int role, int part) noexcept
