@@ -16,7 +16,7 @@ block_dropout share along everything.
 """
 from libc.math cimport sqrt, log, cos, sin, M_PI
 from dyn._core._graph cimport (
-    Graph, Node, Dim, cg, register_op, dim_size, dim_total, dim_str, dim_from_tuple, arg,
+    Graph, Node, Dim, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, shape_fn, DEV_CPU, dim_size, dim_total, dim_str, dim_from_tuple, arg,
     new_node, rand_uniform, F_CONST)
 from dyn._core._expr cimport node1, finish
 from dyn._core._bcast cimport real
@@ -25,6 +25,16 @@ cdef enum:
     NORMAL, BERNOULLI, UNIFORM, GUMBEL
 
 cdef int OP_DIM, OP_BATCH, OP_BLOCK
+
+# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
+# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it
+# runs in.
+
+cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64,
+             int aux=0) except -1:
+    cdef int op = declare_op(name, shape, aux)
+    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
+    return op
 
 # ---------------------------------------------------------------- leaves
 
@@ -54,18 +64,19 @@ cdef void _sample(Graph* g, real* y, int m, int kind, double a, double b) noexce
             y[i] = <real>(a - b * log(-log(u)))
 
 
-cdef void fwd_sample(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _sample(g, <float*>n.v, dim_total(&n.dim), n.ia[0], n.fa[0], n.fa[1])
-    else:
-        _sample(g, <double*>n.v, dim_total(&n.dim), n.ia[0], n.fa[0], n.fa[1])
+cdef void fwd_sample(Graph* g, Node* n, real* y) noexcept:
+    _sample(g, y, dim_total(&n.dim), n.ia[0], n.fa[0], n.fa[1])
 
 
-# one kernel, four names (so a node says which sampler it is)
-cdef int OP_NORMAL = register_op("random_normal", _shape_leaf, fwd_sample, NULL)
-cdef int OP_BERNOULLI = register_op("random_bernoulli", _shape_leaf, fwd_sample, NULL)
-cdef int OP_UNIFORM = register_op("random_uniform", _shape_leaf, fwd_sample, NULL)
-cdef int OP_GUMBEL = register_op("random_gumbel", _shape_leaf, fwd_sample, NULL)
+# one kernel, four names (so a node says which sampler it is); no backward: constants
+cdef int OP_NORMAL = _op("random_normal", _shape_leaf, <kfwd_fn>fwd_sample[float], <kfwd_fn>fwd_sample[double],
+                         NULL, NULL)
+cdef int OP_BERNOULLI = _op("random_bernoulli", _shape_leaf, <kfwd_fn>fwd_sample[float],
+                            <kfwd_fn>fwd_sample[double], NULL, NULL)
+cdef int OP_UNIFORM = _op("random_uniform", _shape_leaf, <kfwd_fn>fwd_sample[float], <kfwd_fn>fwd_sample[double],
+                          NULL, NULL)
+cdef int OP_GUMBEL = _op("random_gumbel", _shape_leaf, <kfwd_fn>fwd_sample[float], <kfwd_fn>fwd_sample[double],
+                         NULL, NULL)
 cdef int[4] OPS = [OP_NORMAL, OP_BERNOULLI, OP_UNIFORM, OP_GUMBEL]
 
 
@@ -109,20 +120,12 @@ cdef void _mask_bwd(real* gx, real* gy, real* mask, long m) noexcept nogil:
         gx[i] += gy[i] * mask[i]
 
 
-cdef void fwd_drop(Graph* g, Node* n) noexcept:
-    if g.dtype == 0:
-        _drop_fwd(g, <float*>n.v, <float*>arg(g, n, 0).v, <float*>n.aux, n.ia[0], n.ia[1], n.ia[2],
-                  n.dim.bd, n.fa[0])
-    else:
-        _drop_fwd(g, <double*>n.v, <double*>arg(g, n, 0).v, <double*>n.aux, n.ia[0], n.ia[1], n.ia[2],
-                  n.dim.bd, n.fa[0])
+cdef void fwd_drop(Graph* g, Node* n, real* y) noexcept:
+    _drop_fwd(g, y, <real*>arg(g, n, 0).v, <real*>n.aux, n.ia[0], n.ia[1], n.ia[2], n.dim.bd, n.fa[0])
 
 
-cdef void bwd_drop(Graph* g, Node* n, int i) noexcept:
-    if g.dtype == 0:
-        _mask_bwd(<float*>arg(g, n, 0).g, <float*>n.g, <float*>n.aux, dim_total(&n.dim))
-    else:
-        _mask_bwd(<double*>arg(g, n, 0).g, <double*>n.g, <double*>n.aux, dim_total(&n.dim))
+cdef void bwd_drop(Graph* g, Node* n, int i, real* gy) noexcept:
+    _mask_bwd(<real*>arg(g, n, 0).g, gy, <real*>n.aux, dim_total(&n.dim))
 
 
 cdef int _shape_dim(Graph* g, Node* n) except -1:
@@ -156,9 +159,12 @@ cdef int _shape_whole(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_DIM = register_op("dropout_dim", _shape_dim, fwd_drop, bwd_drop, 1)
-OP_BATCH = register_op("dropout_batch", _shape_whole, fwd_drop, bwd_drop, 1)
-OP_BLOCK = register_op("block_dropout", _shape_whole, fwd_drop, bwd_drop, 1)
+OP_DIM = _op("dropout_dim", _shape_dim, <kfwd_fn>fwd_drop[float], <kfwd_fn>fwd_drop[double],
+             <kbwd_fn>bwd_drop[float], <kbwd_fn>bwd_drop[double], 1)
+OP_BATCH = _op("dropout_batch", _shape_whole, <kfwd_fn>fwd_drop[float], <kfwd_fn>fwd_drop[double],
+               <kbwd_fn>bwd_drop[float], <kbwd_fn>bwd_drop[double], 1)
+OP_BLOCK = _op("block_dropout", _shape_whole, <kfwd_fn>fwd_drop[float], <kfwd_fn>fwd_drop[double],
+               <kbwd_fn>bwd_drop[float], <kbwd_fn>bwd_drop[double], 1)
 
 
 def dropout_shared(int which, x, double p, int d=0):
