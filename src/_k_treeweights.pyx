@@ -18,7 +18,7 @@ from dyn._core._expr cimport node1, finish, Expression
 from dyn._core._bcast cimport real, real_dtype
 from dyn._core cimport _blas
 from dyn._core._k_treelstm cimport (
-    Lay, CSUM, _layout, _outer, _piece_direct, is_tree_op, set_weights_op)
+    Lay, CSUM, _layout_isz, _outer_r, _piece_direct_r, is_tree_op, set_weights_op)
 
 
 ctypedef struct Piece:
@@ -94,10 +94,10 @@ cdef int _role_arg(Node* c, int role) noexcept:
     return 2 + 2 * c.ia[1] if c.ia[2] else -1
 
 
-cdef void _flush(Graph* g, int me, int* ent, int ne, int isz) noexcept:
+cdef void _flush(Graph* g, int me, int* ent, int ne, real* gy) noexcept:
     """Runs the deferred products of the entries (node, role, part), one product per alike group
-    (isz: bytes per item of the kernel's float type)."""
-    cdef int e, e2, col, mode
+    (gy, the wrapper's gradient, only fixes the float type)."""
+    cdef int e, e2, col, mode, isz = sizeof(real)
     cdef Lay L
     cdef Piece P0, P
     cdef char* DD
@@ -110,7 +110,7 @@ cdef void _flush(Graph* g, int me, int* ent, int ne, int isz) noexcept:
         if done[e]:
             continue
         done[e] = 1
-        _layout(g, &g.nodes[ent[3 * e]], &L)
+        _layout_isz(g, &g.nodes[ent[3 * e]], &L, isz)
         if not _piece(&L, ent[3 * e + 1], ent[3 * e + 2], &P0, NULL, NULL):
             continue
         mode = L.mode
@@ -118,7 +118,7 @@ cdef void _flush(Graph* g, int me, int* ent, int ne, int isz) noexcept:
         for e2 in range(e + 1, ne):     # the group: same role, part, mode and block sizes
             if done[e2] or ent[3 * e2 + 1] != ent[3 * e + 1] or ent[3 * e2 + 2] != ent[3 * e + 2]:
                 continue
-            _layout(g, &g.nodes[ent[3 * e2]], &L)
+            _layout_isz(g, &g.nodes[ent[3 * e2]], &L, isz)
             if L.mode == mode and _piece(&L, ent[3 * e2 + 1], ent[3 * e2 + 2], &P, NULL, NULL) \
                     and P.m == P0.m and P.k == P0.k:
                 col += P.ncol
@@ -132,15 +132,15 @@ cdef void _flush(Graph* g, int me, int* ent, int ne, int isz) noexcept:
             if e2 == e or done[e2] == 2:
                 if e2 != e:
                     done[e2] = 1
-                _layout(g, &g.nodes[ent[3 * e2]], &L)
+                _layout_isz(g, &g.nodes[ent[3 * e2]], &L, isz)
                 if DD == NULL:          # no scratch memory: one product per node (all parts)
-                    _piece_direct(g, &L, ent[3 * e2 + 1], ent[3 * e2 + 2])
+                    _piece_direct_r(&L, ent[3 * e2 + 1], ent[3 * e2 + 2], <real*>L.D)
                     continue
                 _piece(&L, ent[3 * e2 + 1], ent[3 * e2 + 2], &P, DD + <size_t>P0.m * col * isz,
                        XX + <size_t>P0.k * col * isz)
                 col += P.ncol
         if DD != NULL:
-            _outer(g, P0.m, P0.k, col, DD, P0.m, XX, P0.k, P0.G, P0.ldg)
+            _outer_r(P0.m, P0.k, col, <real*>DD, P0.m, <real*>XX, P0.k, <real*>P0.G, P0.ldg)
     free(done)
 
 
@@ -190,7 +190,7 @@ cdef void bwd_w(Graph* g, Node* n, int i, real* gy) noexcept:
                     ent[3 * ne + 1] = role
                     ent[3 * ne + 2] = part
                     ne += 1
-    _flush(g, me, ent, ne, sizeof(real))
+    _flush(g, me, ent, ne, gy)
     free(ent)
     if <void*>gy != a.g:
         _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, a.g)
