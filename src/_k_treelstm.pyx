@@ -94,12 +94,6 @@ cdef void _layout_isz(Graph* g, Node* n, Lay* L, int isz) noexcept:
     L.S = L.DC + L.H * q
 
 
-cdef void _layout(Graph* g, Node* n, Lay* L) noexcept:
-    """_layout_isz for the graph's float type: for src/_k_treeweights.pyx until it is fused over real
-    (the kernels here pass their sizeof(real))."""
-    _layout_isz(g, n, L, g.itemsize)
-
-
 cdef long _naux(int mode, int huc, int I, int H, int p, int P, int B) noexcept:
     cdef long K = P * H if mode != CSUM else (H if p > 0 else 0)
     cdef long R = _rows(mode, H, P)
@@ -132,14 +126,6 @@ cdef void _outer_r(int m, int k, int n, real* D, int ldd, real* X, int ldx, real
     else:
         _blas.gemm(real_dtype(G), b'N', b'T', m, k, n, 1.0, D, ldd, X, ldx, 1.0, G, ldg)
 
-
-cdef void _outer(Graph* g, int m, int k, int n, void* D, int ldd, void* X, int ldx, void* G,
-                 int ldg) noexcept:
-    """_outer_r for the graph's float type: for src/_k_treeweights.pyx until it is fused over real."""
-    if g.dtype == 0:
-        _outer_r(m, k, n, <float*>D, ldd, <float*>X, ldx, <float*>G, ldg)
-    else:
-        _outer_r(m, k, n, <double*>D, ldd, <double*>X, ldx, <double*>G, ldg)
 
 # ---------------------------------------------------------------- elementwise pieces
 
@@ -434,14 +420,6 @@ cdef void _piece_direct_r(Lay* L, int role, int part, real* D) noexcept:
         _outer_r(2 * H, L.K, L.B, D, R, <real*>L.CC, L.K, <real*>L.Uc.g, k)
         _outer_r(R - 3 * H, L.K, L.B, D + <size_t>3 * H, R, <real*>L.CC, L.K,
                  <real*>L.Uc.g + <size_t>2 * H, k)
-
-
-cdef void _piece_direct(Graph* g, Lay* L, int role, int part) noexcept:
-    """_piece_direct_r for the graph's float type: for src/_k_treeweights.pyx until it is fused over real."""
-    if g.dtype == 0:
-        _piece_direct_r(L, role, part, <float*>L.D)
-    else:
-        _piece_direct_r(L, role, part, <double*>L.D)
 
 
 cdef void bwd_tree(Graph* g, Node* n, int i, real* gy) noexcept:

@@ -34,10 +34,5 @@ ctypedef struct Lay:
 cdef void _layout_isz(Graph* g, Node* n, Lay* L, int isz) noexcept
 cdef void _outer_r(int m, int k, int n, real* D, int ldd, real* X, int ldx, real* G, int ldg) noexcept
 cdef void _piece_direct_r(Lay* L, int role, int part, real* D) noexcept
-# The same for the graph's float type (g.itemsize, g.dtype): what src/_k_treeweights.pyx calls until
-# its kernels are fused over real too.
-cdef void _layout(Graph* g, Node* n, Lay* L) noexcept
-cdef void _outer(Graph* g, int m, int k, int n, void* D, int ldd, void* X, int ldx, void* G, int ldg) noexcept
-cdef void _piece_direct(Graph* g, Lay* L, int role, int part) noexcept
 cdef bint is_tree_op(int op) noexcept
 cdef void set_weights_op(int op) noexcept
