@@ -638,21 +638,29 @@ cdef double* _replay_buf(PState s, long t0, long t, int J) except NULL:
     return <double*>cnp.PyArray_DATA(s.scratch)
 
 
-cdef int catch_row(PState s, int r, long t) except -1:
+cdef int catch_row_r(PState s, int r, long t, real* vb) except -1:
+    """Row r brought up to step t (vb: the pool's values, of the pool's float type)."""
     cdef cnp.int64_t* last = s.lastp
     cdef long t0 = last[r] if last[r] > s.base else s.base
     cdef ParamExpr p = s.p
     cdef long off = <long>r * p.rowsize
     if t0 >= t:
         return 0
-    if p.pool.dtype == 0:
-        _catch_row_t(s, <float*>p.pool.vb + p.off + off, state_f(s, 0, off), state_f(s, 1, off),
-                     state_f(s, 2, off), p.rowsize, t0, t)
-    else:
-        _catch_row_t(s, <double*>p.pool.vb + p.off + off, state_d(s, 0, off), state_d(s, 1, off),
-                     state_d(s, 2, off), p.rowsize, t0, t)
+    _catch_row_t(s, vb + p.off + off, state_at(<real*>s.sp[0], off), state_at(<real*>s.sp[1], off),
+                 state_at(<real*>s.sp[2], off), p.rowsize, t0, t)
     last[r] = t
     return 0
+
+
+# The float type is chosen here, once per call, from the pool's: catch_row_r's specialisations by dtype.
+ctypedef int (*catch_fn)(PState s, int r, long t, void* vb) except -1
+cdef catch_fn _CATCH[2]
+_CATCH[0] = <catch_fn>catch_row_r[float]
+_CATCH[1] = <catch_fn>catch_row_r[double]
+
+
+cdef int catch_row(PState s, int r, long t) except -1:
+    return _CATCH[s.p.pool.dtype](s, r, t, s.p.pool.vb)
 
 
 cdef inline bint _idle_work(PState s) noexcept:

@@ -14,8 +14,9 @@ cimport numpy as cnp
 from dyn._core._expr cimport Pool, ParamExpr
 from dyn._core._graph cimport Touch
 from dyn._core cimport _blas
+from dyn._core._bcast cimport real_dtype
 from dyn._core._k_catchup cimport (
-    HP, PState, real, state_f, state_d, eg_norm, catch_row, catch_all,
+    HP, PState, real, state_at, eg_norm, catch_row_r, catch_all,
     SGD, MOMENTUM, ADAGRAD, ADADELTA, RMSPROP, ADAM, AMSGRAD, EG, SMORMS3)
 
 cnp.import_array()
@@ -109,23 +110,22 @@ cdef void _step(HP* h, real* w, real* g, real* s0, real* s1, real* s2, long n) n
 
 
 # ---------------------------------------------------------------- a trainer step
+# Fused over `real`, the pool's float type: vb / gb are the pool's values / gradients as that type
+# (the dispatch table at the end chooses the specialisation, once per call).
 
-cdef void _run(PState s, long off, long n) noexcept:
+cdef void _run(PState s, real* vb, long off, long n) noexcept:
     """One rule step on elements [off, off + n) of a parameter."""
     cdef ParamExpr p = s.p
-    cdef Pool pool = p.pool
     cdef HP* h = &s.hyper.c
+    cdef real* w = vb + p.off + off
+    cdef real* g = <real*>p.pool.gb + p.off + off
     cdef unsigned csr = dyn_ftz_begin()     # denormals flushed (see src/_fastopt.h)
-    if pool.dtype == 0 and h.rule == ADAM:   # the hot case: one vector pass (src/_fastopt.h)
-        dyn_adam_f32(<float*>pool.vb + p.off + off, <float*>pool.gb + p.off + off,
-                     state_f(s, 0, off), state_f(s, 1, off), n, h.gscale, h.l2, 1 - h.b1, 1 - h.b2,
-                     h.alpha, h.eps, h.d)
-    elif pool.dtype == 0:
-        _step(h, <float*>pool.vb + p.off + off, <float*>pool.gb + p.off + off,
-              state_f(s, 0, off), state_f(s, 1, off), state_f(s, 2, off), n)
+    if real is float and h.rule == ADAM:    # the hot case: one vector pass (src/_fastopt.h)
+        dyn_adam_f32(w, g, state_at(<real*>s.sp[0], off), state_at(<real*>s.sp[1], off), n, h.gscale, h.l2,
+                     1 - h.b1, 1 - h.b2, h.alpha, h.eps, h.d)
     else:
-        _step(h, <double*>pool.vb + p.off + off, <double*>pool.gb + p.off + off,
-              state_d(s, 0, off), state_d(s, 1, off), state_d(s, 2, off), n)
+        _step(h, w, g, state_at(<real*>s.sp[0], off), state_at(<real*>s.sp[1], off),
+              state_at(<real*>s.sp[2], off), n)
     dyn_ftz_end(csr)
 
 
@@ -133,113 +133,141 @@ cdef int _cmp_int(const void* a, const void* b) noexcept nogil:
     return (<const int*>a)[0] - (<const int*>b)[0]
 
 
-cdef void _run_dense_lookup(PState s, Touch* tc) noexcept:
+cdef void _run_dense_lookup(PState s, real* vb, Touch* tc) noexcept:
     """A dense step over a whole lookup table. Unless the table was used whole,
     only the touched rows can hold a gradient, so the rows between them take
     the zero-gradient loop (no gradient read, nothing to clear). float32 Adam
     only (the hot case); other rules and float64 take the plain pass."""
     cdef ParamExpr p = s.p
-    cdef Pool pool = p.pool
     cdef HP* h = &s.hyper.c
     cdef long rs = p.rowsize, start = 0, r
     cdef int k
     cdef unsigned csr
-    if tc.all or not (pool.dtype == 0 and h.rule == ADAM) or tc.n * 4 > p.nrows:
-        _run(s, 0, p.size)
-        return
-    csr = dyn_ftz_begin()
-    qsort(tc.rows, tc.n, sizeof(int), _cmp_int)
-    for k in range(tc.n + 1):         # the gap before each touched row, and after the last
-        r = tc.rows[k] if k < tc.n else p.nrows
-        if r > start:
-            dyn_adam_f32_nograd(<float*>pool.vb + p.off + start * rs, state_f(s, 0, start * rs),
-                                state_f(s, 1, start * rs), (r - start) * rs, h.l2, 1 - h.b1, 1 - h.b2,
-                                h.alpha, h.eps, h.d)
-        if k < tc.n:
-            _run(s, r * rs, rs)
-        start = r + 1
-    dyn_ftz_end(csr)
+    if real is float:
+        if not tc.all and h.rule == ADAM and tc.n * 4 <= p.nrows:
+            csr = dyn_ftz_begin()
+            qsort(tc.rows, tc.n, sizeof(int), _cmp_int)
+            for k in range(tc.n + 1):         # the gap before each touched row, and after the last
+                r = tc.rows[k] if k < tc.n else p.nrows
+                if r > start:
+                    dyn_adam_f32_nograd(vb + p.off + start * rs, state_at(<real*>s.sp[0], start * rs),
+                                        state_at(<real*>s.sp[1], start * rs), (r - start) * rs, h.l2, 1 - h.b1,
+                                        1 - h.b2, h.alpha, h.eps, h.d)
+                if k < tc.n:
+                    _run(s, vb, r * rs, rs)
+                start = r + 1
+            dyn_ftz_end(csr)
+            return
+    _run(s, vb, 0, p.size)
 
 
-cdef void _eg_rows(PState s, long off, long n, long rowsize) noexcept:
+cdef void _eg_rows(PState s, real* vb, long off, long n, long rowsize) noexcept:
     cdef ParamExpr p = s.p
     cdef long r
     for r in range(off, off + n, rowsize):
-        if p.pool.dtype == 0:
-            eg_norm(<float*>p.pool.vb + p.off + r, rowsize, s.hyper.c.d)
-        else:
-            eg_norm(<double*>p.pool.vb + p.off + r, rowsize, s.hyper.c.d)
+        eg_norm(vb + p.off + r, rowsize, s.hyper.c.d)
 
 
-def step(PState s, bint sparse):
-    """One step of s's parameter from its gradient (consumed). A lookup table
-    steps on its touched rows when sparse (and not used whole), else on all
-    rows; idle rows are left to the catch-up."""
+cdef int _param_step(PState s, bint sparse, real* vb) except -1:
+    """step() in the pool's float type."""
     cdef ParamExpr p = s.p
     cdef HP* h = &s.hyper.c
     cdef Touch* tc
     cdef cnp.int64_t* last
     cdef int k, r
     if not p.is_lookup:
-        _run(s, 0, p.size)
+        _run(s, vb, 0, p.size)
         if h.rule == EG:
-            _eg_rows(s, 0, p.size, p.size)
-        return
+            _eg_rows(s, vb, 0, p.size, p.size)
+        return 0
     tc = p.touch_ptr()
     if sparse and not tc.all:
         s._advance()
         last = s.lastp
         for k in range(tc.n):
             r = tc.rows[k]
-            catch_row(s, r, s.tloc)
-            _run(s, <long>r * p.rowsize, p.rowsize)
+            catch_row_r(s, r, s.tloc, vb)
+            _run(s, vb, <long>r * p.rowsize, p.rowsize)
             if h.rule == EG:
-                _eg_rows(s, <long>r * p.rowsize, p.rowsize, p.rowsize)
+                _eg_rows(s, vb, <long>r * p.rowsize, p.rowsize, p.rowsize)
             last[r] = s.tloc + 1
             tc.flag[r] = 0
         tc.n = 0
         s.tloc += 1
-        return
+        return 0
     catch_all(s)
     s._advance()
-    _run_dense_lookup(s, tc)
+    _run_dense_lookup(s, vb, tc)
     if h.rule == EG:
-        _eg_rows(s, 0, p.size, p.rowsize)
+        _eg_rows(s, vb, 0, p.size, p.rowsize)
     s.tloc += 1
     s.base = s.tloc
     p.clear_touched()
+    return 0
 
 
 # ---------------------------------------------------------------- gradient norms
 
-cdef inline char* _g(Pool pool, long off) noexcept:
-    return pool.gb + off * pool.itemsize
+cdef double _grad_sq_norm(ParamExpr p, real* gb) noexcept:
+    cdef Touch* t
+    cdef int k
+    cdef double s = 0
+    cdef real* g = gb + p.off
+    if p.is_lookup and not p.touch_ptr().all:
+        t = p.touch_ptr()
+        for k in range(t.n):
+            s += _blas.nrm2sq(real_dtype(g), p.rowsize, g + <long>t.rows[k] * p.rowsize)
+        return s
+    return _blas.nrm2sq(real_dtype(g), p.size, g)
+
+
+cdef bint _has_nonfinite_grad(ParamExpr p, real* gb) noexcept:
+    cdef long k
+    cdef real* g = gb + p.off
+    for k in range(p.size):
+        if not isfinite(g[k]):
+            return True
+    return False
+
+# ---------------------------------------------------------------- the float type
+# The one place this module chooses it: each entry point's float32 and float64 specialisations,
+# indexed by the pool's dtype (0 float32, 1 float64).
+
+ctypedef int (*step_fn)(PState s, bint sparse, void* vb) except -1
+ctypedef double (*sq_norm_fn)(ParamExpr p, void* gb) noexcept
+ctypedef bint (*nonfinite_fn)(ParamExpr p, void* gb) noexcept
+
+ctypedef struct FloatOps:
+    step_fn step
+    sq_norm_fn grad_sq_norm
+    nonfinite_fn has_nonfinite_grad
+
+cdef FloatOps _OPS[2]
+_OPS[0].step = <step_fn>_param_step[float]
+_OPS[0].grad_sq_norm = <sq_norm_fn>_grad_sq_norm[float]
+_OPS[0].has_nonfinite_grad = <nonfinite_fn>_has_nonfinite_grad[float]
+_OPS[1].step = <step_fn>_param_step[double]
+_OPS[1].grad_sq_norm = <sq_norm_fn>_grad_sq_norm[double]
+_OPS[1].has_nonfinite_grad = <nonfinite_fn>_has_nonfinite_grad[double]
+
+
+cdef inline FloatOps* _ops(Pool pool) noexcept:
+    return &_OPS[pool.dtype]
+
+
+def step(PState s, bint sparse):
+    """One step of s's parameter from its gradient (consumed). A lookup table
+    steps on its touched rows when sparse (and not used whole), else on all
+    rows; idle rows are left to the catch-up."""
+    cdef Pool pool = s.p.pool
+    _ops(pool).step(s, sparse, pool.vb)
 
 
 def grad_sq_norm(ParamExpr p):
     """Squared L2 norm of p's gradient (a lookup table not used whole: its
     touched rows, the only ones with a gradient). NaN/Inf propagate."""
-    cdef Pool pool = p.pool
-    cdef Touch* t
-    cdef int k
-    cdef double s = 0
-    if p.is_lookup and not p.touch_ptr().all:
-        t = p.touch_ptr()
-        for k in range(t.n):
-            s += _blas.nrm2sq(pool.dtype, p.rowsize, _g(pool, p.off + <long>t.rows[k] * p.rowsize))
-        return s
-    return _blas.nrm2sq(pool.dtype, p.size, _g(pool, p.off))
+    return _ops(p.pool).grad_sq_norm(p, p.pool.gb)
 
 
 def has_nonfinite_grad(ParamExpr p):
-    cdef Pool pool = p.pool
-    cdef long k
-    if pool.dtype == 0:
-        for k in range(p.size):
-            if not isfinite((<float*>_g(pool, p.off))[k]):
-                return True
-    else:
-        for k in range(p.size):
-            if not isfinite((<double*>_g(pool, p.off))[k]):
-                return True
-    return False
+    return _ops(p.pool).has_nonfinite_grad(p, p.pool.gb)

@@ -3,15 +3,12 @@
 cimport numpy as cnp
 from libc.math cimport exp, log
 from dyn._core._expr cimport ParamExpr
+from dyn._core._bcast cimport real     # float or double: the state arrays are of the pool's float type
 
 cdef enum:
     SGD, MOMENTUM, ADAGRAD, ADADELTA, RMSPROP, ADAM, AMSGRAD, EG, SMORMS3
     NSER = 20            # max terms of Adam's eps series (8^-20 < 1e-18)
     NCACHE = 64          # catch-up intervals cached per table
-
-ctypedef fused real:
-    float
-    double
 
 ctypedef struct HP:
     int rule
@@ -60,16 +57,16 @@ cdef class PState:
     cdef double* _seg(self) noexcept
     cdef _advance(self)
 
+# Row r of s's table brought to step t: catch_row_r with vb the pool's values as its float type
+# (a caller already fused over real), catch_row for the pool's float type (chosen there).
+cdef int catch_row_r(PState s, int r, long t, real* vb) except -1
 cdef int catch_row(PState s, int r, long t) except -1
 cdef int catch_all(PState s) except -1
 
 
-cdef inline float* state_f(PState s, int i, long off) noexcept:
-    return <float*>s.sp[i] + off if s.sp[i] != NULL else NULL
-
-
-cdef inline double* state_d(PState s, int i, long off) noexcept:
-    return <double*>s.sp[i] + off if s.sp[i] != NULL else NULL
+cdef inline real* state_at(real* base, long off) noexcept nogil:
+    """Item off of a state array (base: <real*>PState.sp[i]); NULL where the rule has no such array."""
+    return base + off if base != NULL else NULL
 
 
 cdef inline void eg_norm(real* w, long n, double d) noexcept:
