@@ -117,7 +117,13 @@ cdef class Expression:
         if dim_total(&n.dim) != 1:
             raise RuntimeError("scalar_value: Input tensor has more than one element (%s)"
                                % node_desc(self.nid))
-        return float((<float*>n.v)[0]) if cg().dtype == 0 else float((<double*>n.v)[0])
+        cdef double d = 0
+        cdef float f = 0
+        if cg().dtype == 0:
+            cg().dev.to_host(&f, n.v, sizeof(float))
+            return float(f)
+        cg().dev.to_host(&d, n.v, sizeof(double))
+        return d
 
     def vec_value(self, recalculate=False):
         """All elements as a flat list (column-major, batch last)."""

@@ -284,17 +284,8 @@ cdef int set_kernels(int op, int device, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32=N
     return 0
 
 
-cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=0) except -1:
-    """declare_op with one CPU forward/backward pair that switches on the graph's dtype itself (the
-    form kernels had before the table)."""
-    cdef int op = declare_op(name, shape, aux)
-    KT[op].fwd = fwd
-    KT[op].bwd = bwd
-    return op
-
-
 cdef bint _has_kernel(int op) noexcept nogil:
-    return KT[op].kfwd[G.device][G.dtype] != NULL or (G.device == DEV_CPU and KT[op].fwd != NULL)
+    return KT[op].kfwd[G.device][G.dtype] != NULL
 
 
 # ---------------------------------------------------------------- autobatching specs

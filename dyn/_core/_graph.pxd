@@ -85,8 +85,6 @@ ctypedef struct Graph:
     unsigned long long rng[2]
 
 ctypedef int (*shape_fn)(Graph* g, Node* n) except -1
-ctypedef void (*fwd_fn)(Graph* g, Node* n) noexcept
-ctypedef void (*bwd_fn)(Graph* g, Node* n, int i) noexcept
 
 # ---- the kernel table: one shape rule per op, kernels per device and float type
 # A device registers, per op, its float32 and float64 kernels (set_kernels): typically the two
@@ -105,8 +103,6 @@ ctypedef struct OpKernel:
     shape_fn shape
     kfwd_fn kfwd[2][2]      # [device][dtype]
     kbwd_fn kbwd[2][2]
-    fwd_fn fwd              # (kernels written before the table: one function for both dtypes)
-    bwd_fn bwd
     int aux_bytes_per_elem   # scratch per output element (in items)
     char name[32]
 
@@ -164,7 +160,6 @@ cdef size_t round_up(size_t n) noexcept nogil
 
 cdef Graph* cg() noexcept nogil
 cdef OpKernel* kernel(int op) noexcept nogil
-cdef int register_op(str name, shape_fn shape, fwd_fn fwd, bwd_fn bwd, int aux=*) except -1
 cdef int declare_op(str name, shape_fn shape, int aux=*) except -1
 cdef int set_kernels(int op, int device, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32=*, kbwd_fn b64=*) except -1
 
@@ -174,8 +169,6 @@ cdef inline void run_fwd(Graph* g, Node* n) noexcept:
     cdef OpKernel* k = kernel(n.op)
     if k.kfwd[g.device][g.dtype] != NULL:
         k.kfwd[g.device][g.dtype](g, n, n.v)
-    elif k.fwd != NULL:
-        k.fwd(g, n)
 
 
 cdef inline void run_bwd(Graph* g, Node* n, int i) noexcept:
@@ -183,8 +176,6 @@ cdef inline void run_bwd(Graph* g, Node* n, int i) noexcept:
     cdef OpKernel* k = kernel(n.op)
     if k.kbwd[g.device][g.dtype] != NULL:
         k.kbwd[g.device][g.dtype](g, n, i, n.g)
-    elif k.bwd != NULL:
-        k.bwd(g, n, i)
 
 # dims
 cdef inline int dim_size(const Dim* d) noexcept nogil:
