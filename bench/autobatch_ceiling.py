@@ -46,7 +46,8 @@ from scipy.linalg import blas  # noqa: E402
 from settings import TreeLSTM  # noqa: E402
 
 import dyn as dy  # noqa: E402
-from dyn._core import _autobatch, _graph  # noqa: E402
+from dyn._core.core import autobatch as _autobatch  # noqa: E402
+from dyn._core.core import graph as _graph  # noqa: E402
 
 H, EMB, NLABELS = TreeLSTM.hidden, TreeLSTM.wembed, TreeLSTM.labels
 

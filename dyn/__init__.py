@@ -17,8 +17,8 @@ from dyn._config import (
     init_from_params,
     reset_random_seed,
 )
-from dyn._core import _graph
-from dyn._core._expr import Expression
+from dyn._core.core import graph as _graph
+from dyn._core.core.expr import Expression
 from dyn.builders import *  # noqa: F403 (every builder module's __all__)
 from dyn.errors import StaleExpressionError
 from dyn.gradcheck import check_grad
@@ -103,7 +103,8 @@ def get_precision():
 
 
 def _bind_operators():
-    from dyn._core import _expr, _k_arith
+    from dyn._core.core import expr as _expr
+    from dyn._core.ops import arith as _k_arith
 
     _expr.bind_operator("neg", _k_arith.neg)
     _expr.bind_operator("pow", _shape._pow)

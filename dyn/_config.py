@@ -10,7 +10,7 @@ import operator
 import os
 import sys
 
-from dyn._core import _graph
+from dyn._core.core import graph as _graph
 
 _FLAGS = ("mem", "seed", "autobatch", "weight-decay", "gpus", "gpu", "devices", "profiling", "viz")
 state = {"initialized": False, "autobatch": False, "weight_decay": 0.0, "seed": None}
@@ -177,7 +177,7 @@ def init(
     if precision is not None and precision not in ("float32", "float64"):
         raise ValueError("dyn.init: precision must be 'float32' or 'float64', got %r" % (precision,))
     if ab:
-        from dyn._core import _autobatch  # noqa: F401 (the engine registers itself)
+        from dyn._core.core import autobatch as _autobatch  # noqa: F401 (the engine registers itself)
 
     # apply: what can fail (allocating the arenas) first; it changes nothing when it
     # fails, and the rest cannot fail. Anything that still raises is rolled back.

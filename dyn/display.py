@@ -10,7 +10,7 @@
   device, norms of value and gradient); a trainer its settings.
 
 Nothing here runs forward or backward: values and gradients are read only from
-nodes already computed (``dyn._core._expr.peek``). graphviz (the ``graphviz``
+nodes already computed (``dyn._core.core.expr.peek``). graphviz (the ``graphviz``
 package and the ``dot`` program, ``pip install dyn[notebook]``) is optional:
 without it the text form is shown.
 
@@ -32,7 +32,9 @@ import tempfile
 
 import numpy as np
 
-from dyn._core import _autobatch, _expr, _graph
+from dyn._core.core import autobatch as _autobatch
+from dyn._core.core import expr as _expr
+from dyn._core.core import graph as _graph
 
 # one colour per autobatching batch (cycled); nodes run alone stay white
 PALETTE = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",

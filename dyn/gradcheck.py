@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dyn._core import _expr, _graph
+from dyn._core.core import expr as _expr
+from dyn._core.core import graph as _graph
 
 
 def check_grad(

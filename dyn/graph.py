@@ -6,7 +6,9 @@ import sys
 
 import numpy as np
 
-from dyn._core import _autobatch, _expr, _graph
+from dyn._core.core import autobatch as _autobatch
+from dyn._core.core import expr as _expr
+from dyn._core.core import graph as _graph
 
 
 class ComputationGraph:

@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from dyn import _config
-from dyn._core import _expr
+from dyn._core.core import expr as _expr
 from dyn.io import _collections as _io_collections
 from dyn.io import _objects as _io_objects
 from dyn.ops import _check

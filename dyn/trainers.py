@@ -31,7 +31,8 @@ from array import array
 
 import numpy as np
 
-from dyn._core import _k_catchup, _k_train
+from dyn._core.train import catchup as _k_catchup
+from dyn._core.train import update as _k_train
 
 __all__ = [
     "Trainer",

@@ -7,7 +7,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest  # noqa: E402
 
 import dyn as dy  # noqa: E402
-from dyn._core import _device, _graph  # noqa: E402
+from dyn._core.core import device as _device  # noqa: E402
+from dyn._core.core import graph as _graph
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def fresh_graph():
 
 # The device axis: the generated op tests, builders, trainers and the autobatching engine run on
 # every device this process has (tests/<dir>/conftest.py opts a directory in). The CPU is the only
-# one today; a new device joins the list (dyn._core._device.available()) and so every such test.
+# one today; a new device joins the list (dyn._core.core.device.available()) and so every such test.
 DEVICES = _device.available()
 
 

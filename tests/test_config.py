@@ -9,7 +9,7 @@ import pytest
 
 import dyn as dy
 from dyn import _config
-from dyn._core import _graph
+from dyn._core.core import graph as _graph
 
 
 def test_parse_flags_all_spellings():

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _device, _graph
+from dyn._core.core import device as _device
+from dyn._core.core import graph as _graph
 from dyn.graph import autobatch_stats
 
 

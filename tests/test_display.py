@@ -12,7 +12,8 @@ import pytest
 
 import dyn as dy
 from dyn import display
-from dyn._core import _autobatch, _expr
+from dyn._core.core import autobatch as _autobatch
+from dyn._core.core import expr as _expr
 
 
 def _computed():

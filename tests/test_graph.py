@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _graph
+from dyn._core.core import graph as _graph
 
 
 def test_stale_expression_raises():

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _autobatch, _graph
+from dyn._core.core import autobatch as _autobatch
+from dyn._core.core import graph as _graph
 from dyn.graph import autobatch_stats
 
 BIG = (65536, 65537)  # 2**32 + 2**16 elements: wraps to 65536 in a 32-bit count
@@ -200,7 +201,7 @@ def test_failed_arena_resize_changes_nothing():
         "import dyn as dy\n"
         + TRAIN
         + """
-from dyn._core import _graph
+from dyn._core.core import graph as _graph
 before = _graph.memory_stats()
 for size in (2 << 30, 1 << 60):
     try:

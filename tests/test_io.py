@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn.io import _safetensors
-from dyn.io import ModelFileError
+from dyn.io import ModelFileError, _safetensors
 
 
 def _model(seed=0):

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn.io import _safetensors as st
 from dyn import io
 from dyn.io import ModelFileError
+from dyn.io import _safetensors as st
 
 ROOT = Path(__file__).resolve().parent.parent
 

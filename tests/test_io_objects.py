@@ -11,8 +11,7 @@ import pytest
 
 import dyn as dy
 from dyn import io
-from dyn.io import _safetensors
-from dyn.io import ModelFileError
+from dyn.io import ModelFileError, _safetensors
 
 
 class Affine:

@@ -5,8 +5,7 @@ import pytest
 
 import dyn as dy
 from dyn import io
-from dyn.io import _safetensors
-from dyn.io import ModelFileError
+from dyn.io import ModelFileError, _safetensors
 
 HAVE_STATE = hasattr(dy.Trainer, "state_dict") and hasattr(dy.Trainer, "load_state_dict")
 needs_state = pytest.mark.skipif(

@@ -1,4 +1,6 @@
-"""The compiled core (built from src/*.pyx)."""
+"""The compiled core, by role: core/ (graph, expressions, executor, autobatching, the device
+interface), ops/ (operation families), cpu/ (the CPU device: memory, kernels, BLAS), train/
+(optimizer kernels). Each .pxd sits beside its .pyx."""
 
 import importlib.machinery
 import importlib.util

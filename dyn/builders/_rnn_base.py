@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dyn as dy
 from dyn import graph as _graph
-from dyn._core import _k_rnn
-from dyn._core._expr import all_alive
-from dyn._core._graph import stamp as _cg_stamp
-from dyn._core._graph import version as _cg_version
+from dyn._core.core.expr import all_alive
+from dyn._core.core.graph import stamp as _cg_stamp
+from dyn._core.core.graph import version as _cg_version
+from dyn._core.ops import rnn as _k_rnn
 
 # ---------------------------------------------------------------- helpers
 

@@ -47,7 +47,7 @@ import numpy as np
 
 import dyn as dy
 from dyn import io as _io
-from dyn._core import _k_rnn
+from dyn._core.ops import rnn as _k_rnn
 from dyn.builders._rnn_base import LayerRun, LayerState, RNNBuilderBase, column
 
 __all__ = ["VanillaLSTMBuilder", "CompactVanillaLSTMBuilder", "SparseLSTMBuilder"]

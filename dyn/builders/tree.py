@@ -85,11 +85,11 @@ import numpy as np
 import dyn as dy
 from dyn import graph as _graph
 from dyn import io as _io
-from dyn._core import _k_treelstm as _k
-from dyn._core import _k_treeweights as _kw
-from dyn._core._expr import all_alive
-from dyn._core._graph import stamp as _cg_stamp
-from dyn._core._graph import version as _cg_version
+from dyn._core.core.expr import all_alive
+from dyn._core.core.graph import stamp as _cg_stamp
+from dyn._core.core.graph import version as _cg_version
+from dyn._core.ops import treelstm as _k
+from dyn._core.ops import treeweights as _kw
 from dyn.builders._rnn_base import as_dim
 
 __all__ = ["TreeState", "NaryTreeLSTMBuilder", "ChildSumTreeLSTMBuilder"]

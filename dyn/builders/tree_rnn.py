@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import dyn as dy
 from dyn import io as _io
-from dyn._core import _k_treelstm as _k
-from dyn._core import _k_treeweights as _kw
+from dyn._core.ops import treelstm as _k
+from dyn._core.ops import treeweights as _kw
 from dyn.builders.tree import TreeBuilderBase, TreeState, as_dim, glorot_blocks
 
 __all__ = ["TreeRNNBuilder", "UnidirectionalTreeLSTMBuilder", "BidirectionalTreeLSTMBuilder"]

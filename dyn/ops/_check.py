@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from dyn._core._expr import Expression
+from dyn._core.core.expr import Expression
 
 MAX_INDEX = 0x7FFFFFFF  # indices and sizes are C ints in the core
 MAXD = 7  # dims per tensor, as DyNet

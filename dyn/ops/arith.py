@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dyn._core import _k_arith as _k
-from dyn._core._expr import Expression
+from dyn._core.core.expr import Expression
+from dyn._core.ops import arith as _k
 from dyn.ops._registry import Case, op
 
 

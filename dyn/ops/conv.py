@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dyn._core import _k_conv as _k
+from dyn._core.ops import conv as _k
 from dyn.ops import _check
 from dyn.ops._registry import Case, op
 

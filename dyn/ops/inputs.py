@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dyn._core import _expr
+from dyn._core.core import expr as _expr
 from dyn.ops import _check
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dyn._core import _k_linalg as _k
-from dyn._core import _k_lstm as _kl
+from dyn._core.ops import linalg as _k
+from dyn._core.ops import lstm as _kl
 from dyn.ops._registry import Case, op
 
 _NONE = ("none",)  # DyNet runs these on unbatched tensors only

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from dyn._core import _k_loss as _k
-from dyn._core import _k_loss_norm as _kn
+from dyn._core.ops import loss as _k
+from dyn._core.ops import loss_norm as _kn
 from dyn.ops import _check
 from dyn.ops._registry import Case, op
 

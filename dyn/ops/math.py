@@ -8,7 +8,7 @@ import importlib
 
 import numpy as np
 
-from dyn._core import _k_math as _k
+from dyn._core.ops import math as _k
 from dyn.ops._check import _show
 from dyn.ops._registry import Case, op
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dyn._core import _k_nonlin as _k
+from dyn._core.ops import nonlin as _k
 from dyn.ops._registry import Case, op
 
 _ELEM_BATCHES = ("none", "all")

@@ -10,7 +10,7 @@ are tested in tests/ops/test_random.py.
 
 from __future__ import annotations
 
-from dyn._core import _k_random as _k
+from dyn._core.ops import random as _k
 from dyn.ops import _check
 from dyn.ops._registry import Case, op
 from dyn.ops.inputs import _shape_of

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dyn._core import _k_reduce as _k
+from dyn._core.ops import reduce as _k
 from dyn.ops._check import flag as _flag
 from dyn.ops._check import integer as _int
 from dyn.ops._registry import Case, op

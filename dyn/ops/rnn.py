@@ -10,7 +10,7 @@ operations.
 
 import numpy as np
 
-from dyn._core import _k_rnn as _k
+from dyn._core.ops import rnn as _k
 from dyn.ops._check import index as _index
 from dyn.ops._check import number as _number
 from dyn.ops._registry import Case, op

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dyn._core import _expr
-from dyn._core import _k_shape as _k
+from dyn._core.core import expr as _expr
+from dyn._core.ops import shape as _k
 from dyn.ops import _check
 from dyn.ops._registry import Case, op
 

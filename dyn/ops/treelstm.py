@@ -12,7 +12,7 @@ nodes against compositions of plain operations, batched and broadcast.
 
 import numpy as np
 
-from dyn._core import _k_treelstm as _k
+from dyn._core.ops import treelstm as _k
 from dyn.ops import _check
 from dyn.ops._registry import Case, op
 

@@ -101,7 +101,7 @@ class SpinBarrier:
     """
 
     def __init__(self, size):
-        from dyn._core import _spin
+        import dyn.parallel._spin as _spin
 
         self._spin = _spin
         self.size, self.rank, self.gen = int(size), 0, 0

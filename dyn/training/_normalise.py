@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from dyn._core._expr import Expression
+from dyn._core.core.expr import Expression
 from dyn.ops._registry import REGISTRY
 
 

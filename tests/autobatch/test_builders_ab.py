@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _autobatch, _graph
+from dyn._core.core import autobatch as _autobatch
+from dyn._core.core import graph as _graph
 
 V, D, H = 12, 6, 5  # vocabulary, input size, hidden size
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import dyn as dy
 from dyn import _config
-from dyn._core import _autobatch, _graph
+from dyn._core.core import autobatch as _autobatch
+from dyn._core.core import graph as _graph
 from dyn.graph import autobatch_stats
 
 EXAMPLES = int(os.environ.get("DYN_HYPOTHESIS_EXAMPLES", "15"))
@@ -159,7 +160,7 @@ def test_flag_from_command_line(tmp_path):
     import subprocess
     import sys
 
-    code = "import dyn as dy; from dyn._core import _graph; dy.renew_cg(); print(_graph.autobatching())"
+    code = "import dyn as dy; from dyn._core.core import graph; dy.renew_cg(); print(graph.autobatching())"
     out = subprocess.run(
         [sys.executable, "-c", code, "--dynet-autobatch", "1"], capture_output=True, text=True, check=True
     )

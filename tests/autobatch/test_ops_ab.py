@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _autobatch, _graph
+from dyn._core.core import autobatch as _autobatch
+from dyn._core.core import graph as _graph
 from dyn.ops._registry import REGISTRY
 
 from ..ops import _harness as H
@@ -55,7 +56,7 @@ def _run(spec, case, mode, ci, autobatching, share_first=False, fan_out=False):
 
 
 def _expr_nid(e):
-    from dyn._core import _expr
+    from dyn._core.core import expr as _expr
 
     return _expr.node_of(e)
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _autobatch, _k_rnn
+from dyn._core.core import autobatch as _autobatch
+from dyn._core.ops import rnn as _k_rnn
 
 H, T, B = 3, 4, 2
 RNG = np.random.RandomState(20)

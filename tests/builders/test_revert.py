@@ -11,7 +11,7 @@ and compares values and gradients with a fresh graph.
 
 import numpy as np
 import pytest
-from dyn._core._expr import all_alive
+from dyn._core.core.expr import all_alive
 
 import dyn as dy
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _graph
+from dyn._core.core import graph as _graph
 
 from . import _softmax_ref as ref
 

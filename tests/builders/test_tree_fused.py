@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _k_treelstm as _k
-from dyn._core import _k_treeweights as _kw
+from dyn._core.ops import treelstm as _k
+from dyn._core.ops import treeweights as _kw
 
 
 def _inp(rng, n, bd):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _graph
+from dyn._core.core import graph as _graph
 from dyn.ops._registry import REGISTRY
 from tests.ops import _harness as H
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _graph
+from dyn._core.core import graph as _graph
 from dyn.ops.inputs2 import inputTensorTranspose, one_hot, sparse_inputTensor
 
 # ---------------------------------------------------------------- sparse_inputTensor

@@ -5,7 +5,8 @@ kernel told apart by an attribute)."""
 import pytest
 
 import dyn as dy
-from dyn._core import _expr, _graph
+from dyn._core.core import expr as _expr
+from dyn._core.core import graph as _graph
 from dyn.ops._registry import REGISTRY
 
 from . import _harness as H

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _graph
+from dyn._core.core import graph as _graph
 from dyn.ops._registry import REGISTRY
 
 from . import _harness as H

@@ -9,7 +9,7 @@ import pytest
 from scipy import special
 
 import dyn as dy
-from dyn._core import _graph
+from dyn._core.core import graph as _graph
 
 UNARY = [
     "sqrt",

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core import _graph
+from dyn._core.core import graph as _graph
 
 N = 20000  # elements: the kept fraction's std is sqrt(p(1-p)/N) < 0.004
 
@@ -50,7 +50,7 @@ def test_dropout_gradient_is_the_mask(float64):
     r = np.random.RandomState(0).uniform(-1, 1, size=(50, 3))
     loss = dy.sum_elems(dy.cmult(y, dy.inputTensor(r)))
     loss.backward()
-    mask = y.npvalue() / 2.0       # the mask the forward pass used: 0 or 1/(1-p)
+    mask = y.npvalue() / 2.0  # the mask the forward pass used: 0 or 1/(1-p)
     assert set(np.unique(mask)) <= {0.0, 1.0 / 0.6}
     g = w.grad_as_array()
     np.testing.assert_allclose(g, r * mask, rtol=1e-12)

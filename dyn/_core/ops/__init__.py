@@ -1,0 +1,2 @@
+"""Operation families, named as dyn/ops/<family>.py: shape rules, argument checks, node constructors,
+labels and automatic batching specs."""
