@@ -6,6 +6,7 @@ runs DyNet programs unchanged. Operations are exported from the registry in
 dyn/ops; see docs/operations.md.
 """
 
+import dyn._core.cpu  # the CPU device and its kernels (registered in the kernel table)
 import dyn.ops  # imports (registers) every operation family
 from dyn._config import (
     DeviceInfo,
