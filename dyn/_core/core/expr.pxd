@@ -1,4 +1,5 @@
-# Expressions, the parameter pool and leaf nodes (implementation: src/_expr.pyx).
+# Expressions, the parameter pool and leaf nodes (implementation: expr.pyx; the leaves' CPU kernels:
+# dyn/_core/cpu/leaves.pyx).
 from dyn._core.core.graph cimport Dim, Touch
 
 cdef class Expression:
@@ -8,6 +9,8 @@ cdef class Expression:
     cdef int node_id(self, bint as_arg) except -1
     cdef void _set_node(self, int nid) noexcept
     cdef bint _alive(self) noexcept
+
+cdef int OP_INPUT, OP_CONST, OP_PARAM, OP_LOOKUP, OP_LOOKUPB    # the leaf operations
 
 cdef Expression wrap(int nid)
 cdef int arg_id(object x, int op=*) except -1
@@ -27,7 +30,7 @@ cdef class Pool:
 # Trainer hook: a trainer whose rule moves idle lookup rows (momentum,
 # Adam, weight decay ...) updates them lazily; before anything reads rows of a
 # table it calls catch_up(state, rows, n) to bring them up to date (n < 0: all
-# rows). Set by src/_k_train.pyx; NULL means the rows are always current.
+# rows). Set by dyn/_core/train; NULL means the rows are always current.
 ctypedef int (*catch_up_fn)(object state, const int* rows, int n) except -1
 
 cdef class ParamExpr(Expression):

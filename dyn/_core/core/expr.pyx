@@ -9,21 +9,17 @@ another node.
 """
 import numpy as np
 cimport numpy as cnp
-from libc.string cimport memcpy, memset
 from libc.stdint cimport uintptr_t
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
-    declare_op, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
+    declare_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
     set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, F_PTRS, idx,
     set_autobatch, AB_PARAM)
-from dyn._core.cpu cimport blas as _blas
-from dyn._core.core.types cimport real
 from dyn.errors import StaleExpressionError
 
 cnp.import_array()
 
-cdef int OP_INPUT, OP_CONST, OP_PARAM, OP_LOOKUP, OP_LOOKUPB
 
 # ---------------------------------------------------------------- Expression
 
@@ -323,63 +319,12 @@ def graph_state():
 cdef int _shape_leaf(Graph* g, Node* n) except -1:
     return 0    # a leaf's Dim is given when it is created
 
-# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
-# table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
-
-cdef void _fwd_none(Graph* g, Node* n, real* y) noexcept:
-    pass
-
-cdef void _fwd_const(Graph* g, Node* n, real* y) noexcept:
-    cdef int k, total = dim_total(&n.dim)
-    cdef real c = <real>n.fa[0]
-    for k in range(total):
-        y[k] = c
-
-cdef inline void _touch(Touch* t, int row) noexcept:
-    if not t.flag[row]:
-        t.flag[row] = 1
-        t.rows[t.n] = row
-        t.n += 1
-
-cdef void _bwd_param(Graph* g, Node* n, int i, real* gy) noexcept:
-    # a lookup table used whole, as a matrix: every row may have a gradient
-    if n.aux != NULL:
-        (<Touch*>n.aux).all = 1
-
-cdef void _bwd_lookup(Graph* g, Node* n, int i, real* gy) noexcept:
-    _touch(<Touch*>n.aux, n.ia[0])
-
-cdef void _fwd_lookupb(Graph* g, Node* n, real* y) noexcept:
-    cdef int b, d = dim_size(&n.dim)
-    cdef int* rows = idx(g, n)
-    for b in range(n.dim.bd):
-        memcpy(y + <size_t>b * d, <real*>n.ptr + <size_t>rows[b] * d, d * sizeof(real))
-
-cdef void _bwd_lookupb(Graph* g, Node* n, int i, real* gy) noexcept:
-    cdef int b, k, d = dim_size(&n.dim)
-    cdef int* rows = idx(g, n)
-    cdef real* gt
-    for b in range(n.dim.bd):
-        gt = <real*>n.gptr + <size_t>rows[b] * d
-        for k in range(d):
-            gt[k] += gy[<size_t>b * d + k]
-        _touch(<Touch*>n.aux, rows[b])
-
-
-cdef int _leaf(str name, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64) except -1:
-    cdef int op = declare_op(name, _shape_leaf)
-    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
-    return op
-
-
-OP_INPUT = _leaf("input", <kfwd_fn>_fwd_none[float], <kfwd_fn>_fwd_none[double], NULL, NULL)
-OP_CONST = _leaf("constant", <kfwd_fn>_fwd_const[float], <kfwd_fn>_fwd_const[double], NULL, NULL)
-OP_PARAM = _leaf("parameter", <kfwd_fn>_fwd_none[float], <kfwd_fn>_fwd_none[double],
-                 <kbwd_fn>_bwd_param[float], <kbwd_fn>_bwd_param[double])
-OP_LOOKUP = _leaf("lookup", <kfwd_fn>_fwd_none[float], <kfwd_fn>_fwd_none[double],
-                  <kbwd_fn>_bwd_lookup[float], <kbwd_fn>_bwd_lookup[double])
-OP_LOOKUPB = _leaf("lookup_batch", <kfwd_fn>_fwd_lookupb[float], <kfwd_fn>_fwd_lookupb[double],
-                   <kbwd_fn>_bwd_lookupb[float], <kbwd_fn>_bwd_lookupb[double])
+# The leaf operations (their kernels: dyn/_core/cpu/leaves.pyx).
+OP_INPUT = declare_op("input", _shape_leaf)
+OP_CONST = declare_op("constant", _shape_leaf)
+OP_PARAM = declare_op("parameter", _shape_leaf)
+OP_LOOKUP = declare_op("lookup", _shape_leaf)
+OP_LOOKUPB = declare_op("lookup_batch", _shape_leaf)
 set_autobatch(OP_PARAM, AB_PARAM)     # inside automatic batches: shared by node id, never copied
 
 # ---------------------------------------------------------------- inputs
