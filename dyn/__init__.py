@@ -44,15 +44,17 @@ from dyn.ops.inputs import (
     constant,
     inputMatrix,
     inputTensor,
+    inputTensorTranspose,
     inputVector,
     matInput,
+    one_hot,
     ones,
     scalarInput,
+    sparse_inputTensor,
     vecInput,
     zeroes,
     zeros,
 )
-from dyn.ops.inputs2 import inputTensorTranspose, one_hot, sparse_inputTensor
 from dyn.params import (
     ConstInitializer,
     FromFileInitializer,

@@ -6,7 +6,7 @@ import pytest
 
 import dyn as dy
 from dyn._core.core import graph as _graph
-from dyn.ops.inputs2 import inputTensorTranspose, one_hot, sparse_inputTensor
+from dyn.ops.inputs import inputTensorTranspose, one_hot, sparse_inputTensor
 
 # ---------------------------------------------------------------- sparse_inputTensor
 
