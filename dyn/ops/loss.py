@@ -1,5 +1,5 @@
 """Losses, sparse probability maps, normalisation and gradient-flow ops
-(compiled in src/_k_loss.pyx and src/_k_loss_norm.pyx).
+(compiled in dyn/_core/ops/loss.pyx).
 
 DyNet runs several of these (sparsemax, constrained_softmax, binary_log_loss,
 huber_distance, l1_distance, poisson_loss, weight_norm) on unbatched input
@@ -14,7 +14,6 @@ import math
 import numpy as np
 
 from dyn._core.ops import loss as _k
-from dyn._core.ops import loss_norm as _kn
 from dyn.ops import _check
 from dyn.ops._registry import Case, op
 
@@ -304,7 +303,7 @@ def poisson_loss(log_lambda, x):
     batch="per element (DyNet: unbatched only)",
     reference=_sparsemax_ref,
     cases=[Case([(5,)], batches=_ELEM_BATCHES), Case([(4, 1)], batches=_ELEM_BATCHES)],
-    direct=_kn.sparsemax,
+    direct=_k.sparsemax,
 )
 def sparsemax(x):
     """Sparsemax (Martins & Astudillo 2016): the Euclidean projection of x on
@@ -327,7 +326,7 @@ def sparsemax(x):
         Case([(5,)], {"target_support": [1, 3]}, batches=_ELEM_BATCHES),
         Case([(4,)], {"target_support": [2]}, batches=_ELEM_BATCHES),
     ],
-    direct=_kn.sparsemax_loss,
+    direct=_k.sparsemax_loss,
 )
 def sparsemax_loss(x, target_support):
     """Sparsemax loss (Martins & Astudillo 2016) of scores x against the
@@ -352,7 +351,7 @@ def sparsemax_loss(x, target_support):
         Case([(4,), (4,)], domain=("real", (0.3, 0.7))),
         Case([(5,), (5,)], domain=("real", (0.25, 0.5))),
     ],
-    direct=_kn.constrained_softmax,
+    direct=_k.constrained_softmax,
 )
 def constrained_softmax(x, y):
     """Constrained softmax (Martins & Kreutzer 2017): the softmax of x with
@@ -377,7 +376,7 @@ def constrained_softmax(x, y):
     batch="x per element; g, b unbatched (batched g, b: per element)",
     reference=_layer_norm_ref,
     cases=[Case([(4,), (4,), (4,)]), Case([(3, 2), (3, 2), (3, 2)])],
-    direct=_kn.layer_norm,
+    direct=_k.layer_norm,
 )
 def layer_norm(x, g, b):
     """Layer normalisation (Ba et al. 2016) over all elements of each batch
@@ -393,7 +392,7 @@ def layer_norm(x, g, b):
     batch="per element (DyNet: unbatched only); batch 1 broadcasts",
     reference=lambda w, g: g[0] * w / np.sqrt(np.sum(w * w)),
     cases=[Case([(3, 2), (1,)]), Case([(4,), (1,)])],
-    direct=_kn.weight_norm,
+    direct=_k.weight_norm,
 )
 def weight_norm(w, g):
     """Weight normalisation (Salimans & Kingma 2016): w rescaled to norm g.
@@ -414,7 +413,7 @@ def weight_norm(w, g):
     # backward is -1 by design, which finite differences cannot agree with:
     # tested in tests/ops/test_loss_errors.py
     cases=[Case([(3, 2)], batches=_ELEM_BATCHES, grad=False)],
-    direct=_kn.flip_gradient,
+    direct=_k.flip_gradient,
 )
 def flip_gradient(x):
     """Identity in forward; the gradient flowing back is negated (gradient
@@ -434,7 +433,7 @@ def flip_gradient(x):
         # lambd != 1 differs from finite differences by design (own test)
         Case([(4,)], {"lambd": 0.5}, batches=_ELEM_BATCHES, grad=False),
     ],
-    direct=_kn.scale_gradient,
+    direct=_k.scale_gradient,
 )
 def scale_gradient(x, lambd=1.0):
     """Identity in forward; the gradient flowing back is multiplied by lambd.
@@ -454,7 +453,7 @@ def scale_gradient(x, lambd=1.0):
         # straight-through differs from finite differences by design (own test)
         Case([(4, 1)], {"gradient_mode": "straight_through_gradient"}, batches=_ELEM_BATCHES, grad=False),
     ],
-    direct=_kn.argmax,
+    direct=_k.argmax,
 )
 def argmax(x, gradient_mode):
     """One-hot vector of the (first) maximum of x.

@@ -1,37 +1,27 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: language_level=3
 """Losses: hinge (single, batch, along a dimension), binary log loss, Huber
-and L1 distances, Poisson loss, pairwise rank loss. Each op: shape rule,
-forward, backward (accumulating), side by side. The sparse probability maps,
-normalisation and gradient-flow ops are in _k_loss_norm.pyx.
+and L1 distances, Poisson loss, pairwise rank loss; the sparse probability
+maps (sparsemax, sparsemax_loss, constrained_softmax), normalisation
+(layer_norm, weight_norm) and the gradient-flow ops (flip_gradient,
+scale_gradient, argmax).
 
-Where DyNet rejects a batch (binary_log_loss, huber_distance, ...) these
-kernels treat each batch element separately, and an argument of batch 1 is
-shared by every batch element (its gradient is summed over the batch).
+The definitions: shape rules, argument checks, node constructors, labels and
+declare_op. The kernels are in dyn/_core/cpu/loss.pyx (the losses) and
+dyn/_core/cpu/loss_norm.pyx (probability maps, normalisation, gradient flow).
+
+Where DyNet rejects a batch (binary_log_loss, huber_distance, sparsemax,
+constrained_softmax, weight_norm, ...) these ops treat each batch element
+separately, and an argument of batch 1 is shared by every batch element (its
+gradient is summed over the batch).
 """
-import operator
-
-from libc.math cimport exp, log, fabs
-from libc.float cimport FLT_MIN
 from dyn._core.core.graph import set_labels
 from dyn._core.core.graph cimport (
-    Graph, Node, Dim, cg, declare_op, set_kernels, shape_fn, kfwd_fn, kbwd_fn, DEV_CPU, dim_size, dim_cols,
-    dim_str, arg, idx, set_indices, dim_eq_nobatch)
-from dyn._core.core.expr cimport node1, node2, finish, Expression
-from dyn._core.core.types cimport real
-from dyn._core.ops.util cimport batch_off, batch_rule, expr_arg, g_node, index_arg, indices_arg, int_arg, looks_like_vector, number_arg, scalar_out
-
-# ---------------------------------------------------------------- helpers
-# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
-# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
-
-
-cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64,
-             int aux=0) except -1:
-    """declare_op, then the CPU kernels of both float types."""
-    cdef int op = declare_op(name, shape, aux)
-    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
-    return op
-
+    Graph, Node, declare_op, dim_size, dim_total, dim_str, arg, idx, set_indices, dim_eq_nobatch, F_NG,
+    F_CONST)
+from dyn._core.core.expr cimport node1, node2, noden, finish, Expression
+from dyn._core.ops.util cimport (
+    batch_rule, expr_arg, g_node, index_arg, indices_arg, int_arg, looks_like_vector, number_arg,
+    scalar_out)
 
 # ---------------------------------------------------------------- hinge, hinge_batch
 
@@ -56,60 +46,7 @@ cdef int _shape_hinge(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void _hinge_fwd(real* y, real* x, int* vs, int m, int B, int xb, real margin) noexcept nogil:
-    cdef int b, i, v
-    cdef real* px
-    cdef real mv, t
-    cdef double acc
-    for b in range(B):
-        px = x + (b * m if xb > 1 else 0)
-        v = vs[b]
-        mv = margin - px[v]
-        acc = 0
-        for i in range(m):
-            t = px[i] + mv
-            if i != v and not (t <= 0):     # a NaN term makes the loss NaN
-                acc += t
-        y[b] = <real>acc
-
-
-cdef void _hinge_bwd(real* gx, real* gy, real* x, int* vs, int m, int B, int xb,
-                     real margin) noexcept nogil:
-    # the same float test as forward, so the active set is the one forward used
-    cdef int b, i, v, cnt
-    cdef real* px
-    cdef real* pg
-    cdef real mv, t
-    for b in range(B):
-        px = x + (b * m if xb > 1 else 0)
-        pg = gx + (b * m if xb > 1 else 0)
-        v = vs[b]
-        mv = margin - px[v]
-        cnt = 0
-        t = 0
-        for i in range(m):
-            if i != v and px[i] + mv > 0:
-                pg[i] += gy[b]
-                cnt += 1
-            elif i != v and not (px[i] + mv <= 0):
-                # a NaN term: its derivative is NaN, for x_i and for x_v
-                t = px[i] + mv
-                pg[i] += t
-        pg[v] -= gy[b] * cnt - t
-
-
-cdef void fwd_hinge(Graph* g, Node* n, real* y) noexcept:
-    cdef Node* x = arg(g, n, 0)
-    _hinge_fwd(y, <real*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, <real>n.fa[0])
-
-
-cdef void bwd_hinge(Graph* g, Node* n, int i, real* gy) noexcept:
-    cdef Node* x = arg(g, n, 0)
-    _hinge_bwd(<real*>x.g, gy, <real*>x.v, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, <real>n.fa[0])
-
-
-cdef int OP_HINGE = _op("hinge", _shape_hinge, <kfwd_fn>fwd_hinge[float], <kfwd_fn>fwd_hinge[double],
-                        <kbwd_fn>bwd_hinge[float], <kbwd_fn>bwd_hinge[double])
+OP_HINGE = declare_op("hinge", _shape_hinge)
 
 
 cdef double _margin(object m, str name) except? -1.0:
@@ -142,14 +79,7 @@ def hinge_batch(x, vs, m=1.0):
 
 # ---------------------------------------------------------------- hinge_dim
 
-cdef void _slices(Dim* d, int which, int* outer, int* ostr, int* inner, int* istr) noexcept nogil:
-    """which=0: each column (contiguous); 1: each row (stride rows)."""
-    cdef int r = d.d[0], c = dim_cols(d)
-    if which == 0:
-        outer[0], ostr[0], inner[0], istr[0] = c, r, r, 1
-    else:
-        outer[0], ostr[0], inner[0], istr[0] = r, 1, c, r
-
+# (the slices: _slices, in loss.pxd)
 
 cdef int _shape_hdim(Graph* g, Node* n) except -1:
     cdef Node* x = arg(g, n, 0)
@@ -171,57 +101,7 @@ cdef int _shape_hdim(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void _hdim_fwd(Graph* g, Node* n, real* y) noexcept nogil:
-    cdef Node* x = arg(g, n, 0)
-    cdef int b, o, i, v, outer, ostr, inner, istr, s = dim_size(&x.dim)
-    cdef int* vs = idx(g, n)
-    cdef real* px
-    cdef real mv, t, margin = <real>n.fa[0]
-    cdef double acc
-    _slices(&x.dim, n.ia[0], &outer, &ostr, &inner, &istr)
-    for b in range(n.dim.bd):
-        for o in range(outer):
-            px = <real*>x.v + b * s + o * ostr
-            v = vs[o]
-            mv = margin - px[v * istr]
-            acc = 0
-            for i in range(inner):
-                t = px[i * istr] + mv
-                if i != v and not (t <= 0):     # a NaN term makes the loss NaN
-                    acc += t
-            y[b * outer + o] = <real>acc
-
-
-cdef void _hdim_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
-    cdef Node* x = arg(g, n, 0)
-    cdef int b, o, i, v, cnt, outer, ostr, inner, istr, s = dim_size(&x.dim)
-    cdef int* vs = idx(g, n)
-    cdef real* px
-    cdef real* pg
-    cdef real mv, c, t, margin = <real>n.fa[0]
-    _slices(&x.dim, n.ia[0], &outer, &ostr, &inner, &istr)
-    for b in range(n.dim.bd):
-        for o in range(outer):
-            px = <real*>x.v + b * s + o * ostr
-            pg = <real*>x.g + b * s + o * ostr
-            v = vs[o]
-            mv = margin - px[v * istr]
-            c = gy[b * outer + o]
-            cnt = 0
-            t = 0
-            for i in range(inner):
-                if i != v and px[i * istr] + mv > 0:
-                    pg[i * istr] += c
-                    cnt += 1
-                elif i != v and not (px[i * istr] + mv <= 0):
-                    # a NaN term: its derivative is NaN, for x_i and for x_v
-                    t = px[i * istr] + mv
-                    pg[i * istr] += t
-            pg[v * istr] -= c * cnt - t
-
-
-cdef int OP_HINGE_DIM = _op("hinge_dim", _shape_hdim, <kfwd_fn>_hdim_fwd[float], <kfwd_fn>_hdim_fwd[double],
-                            <kbwd_fn>_hdim_bwd[float], <kbwd_fn>_hdim_bwd[double])
+OP_HINGE_DIM = declare_op("hinge_dim", _shape_hdim)
 
 
 def hinge_dim(x, v, d=0, m=1.0):
@@ -239,8 +119,7 @@ def hinge_dim(x, v, d=0, m=1.0):
 
 # ---------------------------------------------------------------- pairwise reductions to {1}: binary_log_loss, huber_distance, l1_distance
 
-cdef enum:
-    BLL, HUBER, L1
+# (the kinds BLL, HUBER, L1: ia[0], in loss.pxd)
 
 cdef tuple _PAIR_NAMES = ("binary_log_loss", "huber_distance", "l1_distance")
 
@@ -255,83 +134,7 @@ cdef int _shape_pairloss(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef inline double _clog(double p) noexcept nogil:
-    # DyNet's convention: log of a probability never goes below log(FLT_MIN)
-    # (a NaN probability stays NaN)
-    return log(p if not (p <= FLT_MIN) else FLT_MIN)
-
-
-cdef void _pairloss_fwd(Graph* g, Node* n, real* y) noexcept nogil:
-    cdef Node* a = arg(g, n, 0)
-    cdef Node* b = arg(g, n, 1)
-    cdef int k, i, s = dim_size(&a.dim), kind = n.ia[0]
-    cdef real* pa
-    cdef real* pb
-    cdef double acc, d, ad, c = n.fa[0], t
-    for k in range(n.dim.bd):
-        pa = <real*>a.v + batch_off(a, k, s)
-        pb = <real*>b.v + batch_off(b, k, s)
-        acc = 0
-        if kind == BLL:
-            for i in range(s):
-                t = pb[i]
-                # a term whose weight is 0 is 0, even where its log is clamped
-                if t != 0:
-                    acc -= t * _clog(pa[i])
-                if t != 1:
-                    acc -= (1 - t) * _clog(1 - <double>pa[i])
-        elif kind == HUBER:
-            for i in range(s):
-                d = <double>pa[i] - pb[i]
-                ad = fabs(d)
-                acc += d * d if ad < c else c * (2 * ad - c)
-        else:
-            for i in range(s):
-                acc += fabs(<double>pa[i] - pb[i])
-        y[k] = <real>acc
-
-
-cdef void _pairloss_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
-    cdef Node* a = arg(g, n, 0)
-    cdef Node* b = arg(g, n, 1)
-    cdef Node* w = a if which == 0 else b
-    cdef int k, i, s = dim_size(&a.dim), kind = n.ia[0]
-    cdef real* pa
-    cdef real* pb
-    cdef real* pg
-    cdef double c, d, x, t, sg, hc = n.fa[0]
-    for k in range(n.dim.bd):
-        pa = <real*>a.v + batch_off(a, k, s)
-        pb = <real*>b.v + batch_off(b, k, s)
-        pg = <real*>w.g + batch_off(w, k, s)
-        c = gy[k]
-        if kind == BLL:
-            for i in range(s):
-                x = pa[i]
-                t = pb[i]
-                if which == 0:
-                    pg[i] += <real>(c * ((1 - t) / (1 - x if not (1 - x <= FLT_MIN) else FLT_MIN)
-                                         - t / (x if not (x <= FLT_MIN) else FLT_MIN)))
-                else:
-                    pg[i] += <real>(c * (_clog(1 - x) - _clog(x)))
-        else:
-            sg = c if which == 0 else -c
-            for i in range(s):
-                d = <double>pa[i] - pb[i]
-                if d != d:
-                    pg[i] += <real>d        # NaN in: a NaN gradient, not sign(NaN) = 0
-                elif kind == HUBER:
-                    if fabs(d) < hc:
-                        pg[i] += <real>(2 * sg * d)
-                    else:
-                        pg[i] += <real>(2 * sg * hc * ((d > 0) - (d < 0)))
-                else:
-                    pg[i] += <real>(sg * ((d > 0) - (d < 0)))
-
-
-cdef int OP_PAIRLOSS = _op("pair_loss", _shape_pairloss, <kfwd_fn>_pairloss_fwd[float],
-                           <kfwd_fn>_pairloss_fwd[double], <kbwd_fn>_pairloss_bwd[float],
-                           <kbwd_fn>_pairloss_bwd[double])
+OP_PAIRLOSS = declare_op("pair_loss", _shape_pairloss)
 set_labels("pair_loss", 0, _PAIR_NAMES)
 
 
@@ -370,31 +173,7 @@ cdef int _shape_poisson(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void _poisson_fwd(real* y, real* x, int m, double k, double lgk) noexcept nogil:
-    cdef int i
-    for i in range(m):
-        y[i] = <real>(exp(<double>x[i]) - k * x[i] + lgk)
-
-
-cdef void _poisson_bwd(real* gx, real* gy, real* x, int m, double k) noexcept nogil:
-    cdef int i
-    for i in range(m):
-        gx[i] += <real>(gy[i] * (exp(<double>x[i]) - k))
-
-
-cdef void fwd_poisson(Graph* g, Node* n, real* y) noexcept:
-    cdef Node* x = arg(g, n, 0)
-    _poisson_fwd(y, <real*>x.v, n.dim.bd, n.fa[0], n.fa[1])
-
-
-cdef void bwd_poisson(Graph* g, Node* n, int i, real* gy) noexcept:
-    cdef Node* x = arg(g, n, 0)
-    _poisson_bwd(<real*>x.g, gy, <real*>x.v, n.dim.bd, n.fa[0])
-
-
-cdef int OP_POISSON = _op("poisson_loss", _shape_poisson, <kfwd_fn>fwd_poisson[float],
-                          <kfwd_fn>fwd_poisson[double], <kbwd_fn>bwd_poisson[float],
-                          <kbwd_fn>bwd_poisson[double])
+OP_POISSON = declare_op("poisson_loss", _shape_poisson)
 
 
 def poisson_loss(log_lambda, x, double lgamma_x1):
@@ -417,41 +196,7 @@ cdef int _shape_prl(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void _prl_fwd(Graph* g, Node* n, real* y) noexcept nogil:
-    cdef Node* a = arg(g, n, 0)
-    cdef Node* b = arg(g, n, 1)
-    cdef int k, i, s = dim_size(&n.dim)
-    cdef real* pa
-    cdef real* pb
-    cdef real t, m = <real>n.fa[0]
-    for k in range(n.dim.bd):
-        pa = <real*>a.v + batch_off(a, k, s)
-        pb = <real*>b.v + batch_off(b, k, s)
-        for i in range(s):
-            t = m - pa[i] + pb[i]
-            y[k * s + i] = t if not (t <= 0) else 0      # NaN stays NaN
-
-
-cdef void _prl_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
-    # y > 0 exactly where the margin is violated: the gradient at the kink is 0
-    cdef Node* w = arg(g, n, which)
-    cdef int k, i, s = dim_size(&n.dim)
-    cdef real* pg
-    cdef real* py = <real*>n.v
-    for k in range(n.dim.bd):
-        pg = <real*>w.g + batch_off(w, k, s)
-        for i in range(s):
-            if py[k * s + i] != py[k * s + i]:
-                pg[i] += py[k * s + i]     # NaN in: a NaN gradient
-            elif py[k * s + i] > 0:
-                if which == 0:
-                    pg[i] -= gy[k * s + i]
-                else:
-                    pg[i] += gy[k * s + i]
-
-
-cdef int OP_PRL = _op("pairwise_rank_loss", _shape_prl, <kfwd_fn>_prl_fwd[float], <kfwd_fn>_prl_fwd[double],
-                      <kbwd_fn>_prl_bwd[float], <kbwd_fn>_prl_bwd[double])
+OP_PRL = declare_op("pairwise_rank_loss", _shape_prl)
 
 
 def pairwise_rank_loss(x, y, m=1.0):
@@ -460,4 +205,171 @@ def pairwise_rank_loss(x, y, m=1.0):
     cdef double mv = number_arg(m, "pairwise_rank_loss", "m")
     cdef int nid = node2(OP_PRL, x, y)
     g_node(nid).fa[0] = mv
+    return finish(nid)
+
+# ---------------------------------------------------------------- sparsemax, sparsemax_loss
+
+cdef int _shape_sparsemax(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    if not looks_like_vector(&x.dim):
+        raise ValueError("sparsemax: x must be a vector (every dimension after the first 1), got %s"
+                         % dim_str(&x.dim))
+    n.dim = x.dim
+    return 0
+
+
+# aux: one sort-scratch item per element
+OP_SPARSEMAX = declare_op("sparsemax", _shape_sparsemax, 1)
+
+
+def sparsemax(x):
+    expr_arg(x, "sparsemax")
+    return finish(node1(OP_SPARSEMAX, x))
+
+
+cdef int _shape_spmloss(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef int k, m = x.dim.d[0]
+    cdef int* v = idx(g, n)
+    if not looks_like_vector(&x.dim):
+        raise ValueError("sparsemax_loss: x must be a vector (every dimension after the first 1), got %s"
+                         % dim_str(&x.dim))
+    for k in range(n.nidx):
+        if v[k] >= m:
+            raise IndexError("sparsemax_loss: target index %d out of range for x of dim %s"
+                             % (v[k], dim_str(&x.dim)))
+    scalar_out(n, x.dim.bd)
+    n.naux = 2 * <long>dim_total(&x.dim)     # sort scratch, then sparsemax(x) for backward
+    return 0
+
+
+OP_SPMLOSS = declare_op("sparsemax_loss", _shape_spmloss)
+
+
+def sparsemax_loss(x, target_support):
+    expr_arg(x, "sparsemax_loss")
+    v = indices_arg(target_support, "sparsemax_loss", "target_support")
+    # |q|^2 for q = (count of j in the list) / len(list): 1 / len for distinct targets
+    counts = {}
+    for i in v:
+        counts[i] = counts.get(i, 0) + 1
+    cdef double qsq = sum([c * c for c in counts.values()]) / float(len(v) * len(v))
+    cdef int nid = node1(OP_SPMLOSS, x)
+    g_node(nid).fa[0] = qsq
+    set_indices(nid, v)
+    return finish(nid)
+
+# ---------------------------------------------------------------- constrained_softmax
+
+cdef int _shape_csm(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    cdef Node* u = arg(g, n, 1)
+    if not looks_like_vector(&x.dim) or not dim_eq_nobatch(&x.dim, &u.dim):
+        raise ValueError("constrained_softmax: x and the bounds y must be vectors of the same dimensions, "
+                         "got %s and %s" % (dim_str(&x.dim), dim_str(&u.dim)))
+    n.dim = x.dim
+    n.dim.bd = batch_rule(g, n, "constrained_softmax")
+    return 0
+
+
+# aux: the clipped-set mask, one item per output element
+OP_CSM = declare_op("constrained_softmax", _shape_csm, 1)
+
+
+def constrained_softmax(x, y):
+    expr_arg(x, "constrained_softmax")
+    expr_arg(y, "constrained_softmax")
+    return finish(node2(OP_CSM, x, y))
+
+# ---------------------------------------------------------------- layer_norm
+
+cdef int _shape_ln(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    if not dim_eq_nobatch(&x.dim, &arg(g, n, 1).dim) or not dim_eq_nobatch(&x.dim, &arg(g, n, 2).dim):
+        raise ValueError("layer_norm: g and b must have the dimensions of x, got x %s, g %s, b %s"
+                         % (dim_str(&x.dim), dim_str(&arg(g, n, 1).dim), dim_str(&arg(g, n, 2).dim)))
+    n.dim = x.dim
+    n.dim.bd = batch_rule(g, n, "layer_norm")
+    return 0
+
+
+OP_LN = declare_op("layer_norm", _shape_ln)
+
+
+def layer_norm(x, g, b):
+    for e in (x, g, b):
+        expr_arg(e, "layer_norm")
+    return finish(noden(OP_LN, [x, g, b], "layer_norm"))
+
+# ---------------------------------------------------------------- weight_norm
+
+cdef int _shape_wn(Graph* g, Node* n) except -1:
+    cdef Node* w = arg(g, n, 0)
+    cdef Node* gn = arg(g, n, 1)
+    if dim_size(&gn.dim) != 1:
+        raise ValueError("weight_norm: g must have a single element, got %s (w is %s)"
+                         % (dim_str(&gn.dim), dim_str(&w.dim)))
+    n.dim = w.dim
+    n.dim.bd = batch_rule(g, n, "weight_norm")
+    return 0
+
+
+OP_WN = declare_op("weight_norm", _shape_wn)
+
+
+def weight_norm(w, g):
+    expr_arg(w, "weight_norm")
+    expr_arg(g, "weight_norm")
+    return finish(node2(OP_WN, w, g))
+
+# ---------------------------------------------------------------- flip_gradient, scale_gradient
+
+cdef int _shape_same(Graph* g, Node* n) except -1:
+    n.dim = arg(g, n, 0).dim
+    return 0
+
+
+OP_GRADSCALE = declare_op("gradient_scale", _shape_same)
+
+
+cdef Expression _gradscale(object x, double lambd, str name):
+    expr_arg(x, name)
+    cdef int nid = node1(OP_GRADSCALE, x)
+    g_node(nid).fa[0] = lambd
+    return finish(nid)
+
+
+def flip_gradient(x):
+    return _gradscale(x, -1.0, "flip_gradient")
+
+
+def scale_gradient(x, lambd=1.0):
+    return _gradscale(x, number_arg(lambd, "scale_gradient", "lambd"), "scale_gradient")
+
+# ---------------------------------------------------------------- argmax
+
+cdef int _shape_argmax(Graph* g, Node* n) except -1:
+    cdef Node* x = arg(g, n, 0)
+    if not looks_like_vector(&x.dim):
+        raise ValueError("argmax: x must be a vector (every dimension after the first 1), got %s"
+                         % dim_str(&x.dim))
+    n.dim = x.dim
+    return 0
+
+
+OP_ARGMAX = declare_op("argmax", _shape_argmax)
+
+
+def argmax(x, gradient_mode):
+    expr_arg(x, "argmax")
+    if not isinstance(gradient_mode, str):
+        raise TypeError("argmax: gradient_mode must be a string, got %s" % type(gradient_mode).__name__)
+    if gradient_mode not in ("zero_gradient", "straight_through_gradient"):
+        raise ValueError("argmax: gradient_mode must be 'zero_gradient' or 'straight_through_gradient', "
+                         "got %r" % gradient_mode)
+    cdef int nid = node1(OP_ARGMAX, x)
+    g_node(nid).ia[0] = gradient_mode == "straight_through_gradient"
+    if not g_node(nid).ia[0]:
+        # like nobackprop: backward skips this node and what feeds only it
+        g_node(nid).flags = (g_node(nid).flags & ~F_NG) | F_CONST
     return finish(nid)

@@ -1,46 +1,28 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Sparse probability maps (sparsemax, sparsemax_loss, constrained_softmax),
-normalisation (layer_norm, weight_norm) and the gradient-flow ops
-(flip_gradient, scale_gradient, argmax); the other losses are in
-_k_loss.pyx. Each op: shape rule, forward, backward (accumulating), side by
-side.
+"""The CPU kernels of the sparse probability maps (sparsemax, sparsemax_loss, constrained_softmax),
+normalisation (layer_norm, weight_norm) and the gradient-flow ops (flip_gradient, scale_gradient,
+argmax), declared in dyn/_core/ops/loss.pyx; the other losses' kernels are in loss.pyx. Forward
+writes, backward accumulates.
 
 Where DyNet rejects a batch (sparsemax, constrained_softmax, weight_norm)
 these kernels treat each batch element separately, and an argument of batch
 1 is shared by every batch element (its gradient is summed over the batch).
-"""
-import operator
 
+Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the kernel
+table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
+"""
 from libc.math cimport exp, sqrt
 from libc.stdlib cimport qsort
 from libc.string cimport memcpy
 from dyn._core.core.graph cimport (
-    Graph, Node, Dim, cg, declare_op, set_kernels, shape_fn, kfwd_fn, kbwd_fn, DEV_CPU, dim_size,
-    dim_total, dim_str, arg, idx, set_indices, dim_eq_nobatch, F_NG, F_CONST)
-from dyn._core.core.expr cimport node1, node2, noden, finish, Expression
+    Graph, Node, DEV_CPU, set_kernels, kfwd_fn, kbwd_fn, dim_size, dim_total, arg, idx)
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.cpu cimport blas as _blas
-from dyn._core.ops.util cimport batch_off, batch_rule, expr_arg, g_node, indices_arg, looks_like_vector, number_arg, scalar_out
+from dyn._core.ops.util cimport batch_off
+from dyn._core.ops.loss cimport (
+    OP_SPARSEMAX, OP_SPMLOSS, OP_CSM, OP_LN, OP_WN, OP_GRADSCALE, OP_ARGMAX)
 
 cdef double LN_EPS = 1e-8        # layer_norm: g (x - mean) / (std + LN_EPS) + b
-
-# ---------------------------------------------------------------- helpers
-# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
-# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
-
-
-cdef int _op(str name, shape_fn shape, kfwd_fn f32, kfwd_fn f64, kbwd_fn b32, kbwd_fn b64,
-             int aux=0) except -1:
-    """declare_op, then the CPU kernels of both float types."""
-    cdef int op = declare_op(name, shape, aux)
-    set_kernels(op, DEV_CPU, f32, f64, b32, b64)
-    return op
-
-
-cdef int _shape_same(Graph* g, Node* n) except -1:
-    n.dim = arg(g, n, 0).dim
-    return 0
-
 
 # ---------------------------------------------------------------- sparsemax, sparsemax_loss
 
@@ -75,15 +57,6 @@ cdef double _tau(real* z, real* x, int m) noexcept nogil:
         else:
             break
     return (keep - 1) / kk
-
-
-cdef int _shape_sparsemax(Graph* g, Node* n) except -1:
-    cdef Node* x = arg(g, n, 0)
-    if not looks_like_vector(&x.dim):
-        raise ValueError("sparsemax: x must be a vector (every dimension after the first 1), got %s"
-                         % dim_str(&x.dim))
-    n.dim = x.dim
-    return 0
 
 
 cdef void _sparsemax_fwd(real* y, real* x, real* z, int m, int B) noexcept nogil:
@@ -124,31 +97,8 @@ cdef void bwd_sparsemax(Graph* g, Node* n, int i, real* gy) noexcept:
     _sparsemax_bwd(<real*>arg(g, n, 0).g, gy, <real*>n.v, n.dim.d[0], n.dim.bd)
 
 
-# aux: one sort-scratch item per element
-cdef int OP_SPARSEMAX = _op("sparsemax", _shape_sparsemax, <kfwd_fn>fwd_sparsemax[float],
-                            <kfwd_fn>fwd_sparsemax[double], <kbwd_fn>bwd_sparsemax[float],
-                            <kbwd_fn>bwd_sparsemax[double], 1)
-
-
-def sparsemax(x):
-    expr_arg(x, "sparsemax")
-    return finish(node1(OP_SPARSEMAX, x))
-
-
-cdef int _shape_spmloss(Graph* g, Node* n) except -1:
-    cdef Node* x = arg(g, n, 0)
-    cdef int k, m = x.dim.d[0]
-    cdef int* v = idx(g, n)
-    if not looks_like_vector(&x.dim):
-        raise ValueError("sparsemax_loss: x must be a vector (every dimension after the first 1), got %s"
-                         % dim_str(&x.dim))
-    for k in range(n.nidx):
-        if v[k] >= m:
-            raise IndexError("sparsemax_loss: target index %d out of range for x of dim %s"
-                             % (v[k], dim_str(&x.dim)))
-    scalar_out(n, x.dim.bd)
-    n.naux = 2 * <long>dim_total(&x.dim)     # sort scratch, then sparsemax(x) for backward
-    return 0
+set_kernels(OP_SPARSEMAX, DEV_CPU, <kfwd_fn>fwd_sparsemax[float], <kfwd_fn>fwd_sparsemax[double],
+            <kbwd_fn>bwd_sparsemax[float], <kbwd_fn>bwd_sparsemax[double])
 
 
 cdef void _spmloss_fwd(Graph* g, Node* n, real* y) noexcept nogil:
@@ -198,36 +148,10 @@ cdef void _spmloss_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
             pg[v[i]] -= c / nt
 
 
-cdef int OP_SPMLOSS = _op("sparsemax_loss", _shape_spmloss, <kfwd_fn>_spmloss_fwd[float],
-                          <kfwd_fn>_spmloss_fwd[double], <kbwd_fn>_spmloss_bwd[float],
-                          <kbwd_fn>_spmloss_bwd[double])
-
-
-def sparsemax_loss(x, target_support):
-    expr_arg(x, "sparsemax_loss")
-    v = indices_arg(target_support, "sparsemax_loss", "target_support")
-    # |q|^2 for q = (count of j in the list) / len(list): 1 / len for distinct targets
-    counts = {}
-    for i in v:
-        counts[i] = counts.get(i, 0) + 1
-    cdef double qsq = sum([c * c for c in counts.values()]) / float(len(v) * len(v))
-    cdef int nid = node1(OP_SPMLOSS, x)
-    g_node(nid).fa[0] = qsq
-    set_indices(nid, v)
-    return finish(nid)
+set_kernels(OP_SPMLOSS, DEV_CPU, <kfwd_fn>_spmloss_fwd[float], <kfwd_fn>_spmloss_fwd[double],
+            <kbwd_fn>_spmloss_bwd[float], <kbwd_fn>_spmloss_bwd[double])
 
 # ---------------------------------------------------------------- constrained_softmax
-
-cdef int _shape_csm(Graph* g, Node* n) except -1:
-    cdef Node* x = arg(g, n, 0)
-    cdef Node* u = arg(g, n, 1)
-    if not looks_like_vector(&x.dim) or not dim_eq_nobatch(&x.dim, &u.dim):
-        raise ValueError("constrained_softmax: x and the bounds y must be vectors of the same dimensions, "
-                         "got %s and %s" % (dim_str(&x.dim), dim_str(&u.dim)))
-    n.dim = x.dim
-    n.dim.bd = batch_rule(g, n, "constrained_softmax")
-    return 0
-
 
 cdef void _csm_fwd(Graph* g, Node* n, real* y) noexcept nogil:
     # p = argmin KL(p || softmax(x)) s.t. p <= u, sum p = 1 (Martins & Kreutzer 2017):
@@ -313,27 +237,10 @@ cdef void _csm_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
                 pg[i] += gb[i] - r
 
 
-# aux: the clipped-set mask, one item per output element
-cdef int OP_CSM = _op("constrained_softmax", _shape_csm, <kfwd_fn>_csm_fwd[float], <kfwd_fn>_csm_fwd[double],
-                      <kbwd_fn>_csm_bwd[float], <kbwd_fn>_csm_bwd[double], 1)
-
-
-def constrained_softmax(x, y):
-    expr_arg(x, "constrained_softmax")
-    expr_arg(y, "constrained_softmax")
-    return finish(node2(OP_CSM, x, y))
+set_kernels(OP_CSM, DEV_CPU, <kfwd_fn>_csm_fwd[float], <kfwd_fn>_csm_fwd[double],
+            <kbwd_fn>_csm_bwd[float], <kbwd_fn>_csm_bwd[double])
 
 # ---------------------------------------------------------------- layer_norm
-
-cdef int _shape_ln(Graph* g, Node* n) except -1:
-    cdef Node* x = arg(g, n, 0)
-    if not dim_eq_nobatch(&x.dim, &arg(g, n, 1).dim) or not dim_eq_nobatch(&x.dim, &arg(g, n, 2).dim):
-        raise ValueError("layer_norm: g and b must have the dimensions of x, got x %s, g %s, b %s"
-                         % (dim_str(&x.dim), dim_str(&arg(g, n, 1).dim), dim_str(&arg(g, n, 2).dim)))
-    n.dim = x.dim
-    n.dim.bd = batch_rule(g, n, "layer_norm")
-    return 0
-
 
 cdef void _moments(real* x, int s, double* mu, double* sd) noexcept nogil:
     """Mean and population standard deviation, two passes in double."""
@@ -407,27 +314,10 @@ cdef void _ln_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
             pw[i] += <real>((<double>pg[i] * gk[i] - sh) * inv - (px[i] - mu) * c)
 
 
-cdef int OP_LN = _op("layer_norm", _shape_ln, <kfwd_fn>_ln_fwd[float], <kfwd_fn>_ln_fwd[double],
-                     <kbwd_fn>_ln_bwd[float], <kbwd_fn>_ln_bwd[double])
-
-
-def layer_norm(x, g, b):
-    for e in (x, g, b):
-        expr_arg(e, "layer_norm")
-    return finish(noden(OP_LN, [x, g, b], "layer_norm"))
+set_kernels(OP_LN, DEV_CPU, <kfwd_fn>_ln_fwd[float], <kfwd_fn>_ln_fwd[double],
+            <kbwd_fn>_ln_bwd[float], <kbwd_fn>_ln_bwd[double])
 
 # ---------------------------------------------------------------- weight_norm
-
-cdef int _shape_wn(Graph* g, Node* n) except -1:
-    cdef Node* w = arg(g, n, 0)
-    cdef Node* gn = arg(g, n, 1)
-    if dim_size(&gn.dim) != 1:
-        raise ValueError("weight_norm: g must have a single element, got %s (w is %s)"
-                         % (dim_str(&gn.dim), dim_str(&w.dim)))
-    n.dim = w.dim
-    n.dim.bd = batch_rule(g, n, "weight_norm")
-    return 0
-
 
 cdef double _nrm(real* w, int s) noexcept nogil:
     cdef int i
@@ -479,14 +369,8 @@ cdef void _wn_bwd(Graph* g, Node* n, int which, real* gy) noexcept nogil:
             pg[i] += <real>(gv * (gy[k * s + i] - pw[i] * d))
 
 
-cdef int OP_WN = _op("weight_norm", _shape_wn, <kfwd_fn>_wn_fwd[float], <kfwd_fn>_wn_fwd[double],
-                     <kbwd_fn>_wn_bwd[float], <kbwd_fn>_wn_bwd[double])
-
-
-def weight_norm(w, g):
-    expr_arg(w, "weight_norm")
-    expr_arg(g, "weight_norm")
-    return finish(node2(OP_WN, w, g))
+set_kernels(OP_WN, DEV_CPU, <kfwd_fn>_wn_fwd[float], <kfwd_fn>_wn_fwd[double],
+            <kbwd_fn>_wn_bwd[float], <kbwd_fn>_wn_bwd[double])
 
 # ---------------------------------------------------------------- flip_gradient, scale_gradient
 
@@ -498,34 +382,10 @@ cdef void bwd_scaled(Graph* g, Node* n, int i, real* gy) noexcept:
     _blas.axpy(real_dtype(gy), dim_total(&n.dim), n.fa[0], gy, arg(g, n, 0).g)
 
 
-cdef int OP_GRADSCALE = _op("gradient_scale", _shape_same, <kfwd_fn>fwd_copy[float], <kfwd_fn>fwd_copy[double],
-                            <kbwd_fn>bwd_scaled[float], <kbwd_fn>bwd_scaled[double])
-
-
-cdef Expression _gradscale(object x, double lambd, str name):
-    expr_arg(x, name)
-    cdef int nid = node1(OP_GRADSCALE, x)
-    g_node(nid).fa[0] = lambd
-    return finish(nid)
-
-
-def flip_gradient(x):
-    return _gradscale(x, -1.0, "flip_gradient")
-
-
-def scale_gradient(x, lambd=1.0):
-    return _gradscale(x, number_arg(lambd, "scale_gradient", "lambd"), "scale_gradient")
+set_kernels(OP_GRADSCALE, DEV_CPU, <kfwd_fn>fwd_copy[float], <kfwd_fn>fwd_copy[double],
+            <kbwd_fn>bwd_scaled[float], <kbwd_fn>bwd_scaled[double])
 
 # ---------------------------------------------------------------- argmax
-
-cdef int _shape_argmax(Graph* g, Node* n) except -1:
-    cdef Node* x = arg(g, n, 0)
-    if not looks_like_vector(&x.dim):
-        raise ValueError("argmax: x must be a vector (every dimension after the first 1), got %s"
-                         % dim_str(&x.dim))
-    n.dim = x.dim
-    return 0
-
 
 cdef void _argmax_fwd(real* y, real* x, int m, int B) noexcept nogil:
     # ties go to the first maximum, and a NaN is the maximum (the first NaN
@@ -551,20 +411,5 @@ cdef void bwd_argmax(Graph* g, Node* n, int i, real* gy) noexcept:
         _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, arg(g, n, 0).g)
 
 
-cdef int OP_ARGMAX = _op("argmax", _shape_argmax, <kfwd_fn>fwd_argmax[float], <kfwd_fn>fwd_argmax[double],
-                         <kbwd_fn>bwd_argmax[float], <kbwd_fn>bwd_argmax[double])
-
-
-def argmax(x, gradient_mode):
-    expr_arg(x, "argmax")
-    if not isinstance(gradient_mode, str):
-        raise TypeError("argmax: gradient_mode must be a string, got %s" % type(gradient_mode).__name__)
-    if gradient_mode not in ("zero_gradient", "straight_through_gradient"):
-        raise ValueError("argmax: gradient_mode must be 'zero_gradient' or 'straight_through_gradient', "
-                         "got %r" % gradient_mode)
-    cdef int nid = node1(OP_ARGMAX, x)
-    g_node(nid).ia[0] = gradient_mode == "straight_through_gradient"
-    if not g_node(nid).ia[0]:
-        # like nobackprop: backward skips this node and what feeds only it
-        g_node(nid).flags = (g_node(nid).flags & ~F_NG) | F_CONST
-    return finish(nid)
+set_kernels(OP_ARGMAX, DEV_CPU, <kfwd_fn>fwd_argmax[float], <kfwd_fn>fwd_argmax[double],
+            <kbwd_fn>bwd_argmax[float], <kbwd_fn>bwd_argmax[double])
