@@ -1,12 +1,11 @@
-"""Linear algebra, circular convolution, n-gram sums, to_device and the fused
-LSTM nodes (compiled in src/_k_linalg.pyx and src/_k_lstm.pyx)."""
+"""Linear algebra, circular convolution, n-gram sums and to_device (defined in
+dyn/_core/ops/linalg.pyx; the fused LSTM nodes are in rnn.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from dyn._core.ops import linalg as _k
-from dyn._core.ops import lstm as _kl
 from dyn.ops._registry import Case, op
 
 _NONE = ("none",)  # DyNet runs these on unbatched tensors only
@@ -248,144 +247,4 @@ def to_device(e, device_str):
 
     Example:
         >>> y = dy.to_device(x, "CPU")
-    """
-
-
-# ---------------------------------------------------------------- fused LSTM
-
-
-def _sigmoid(a):
-    return 1 / (1 + np.exp(-a))
-
-
-def _gates_ref(x, h, wx, wh, b, mask_x=None, mask_h=None, weightnoise_std=0.0):
-    if mask_x is not None:
-        x, h = x * mask_x, h * mask_h
-    a = wx @ x.reshape(-1) + wh @ h.reshape(-1) + b.reshape(-1)
-    n = h.shape[0]
-    a[n : 2 * n] += 1.0
-    return np.concatenate([_sigmoid(a[: 3 * n]), np.tanh(a[3 * n :])])
-
-
-# Wx, Wh and b are unbatched (DyNet shares them over the batch), which the
-# generated batch modes cannot express: batched x, h and masks are checked in
-# test_linalg_errors.py.
-_GATES = [
-    Case([(3,), (2,), (8, 3), (8, 2), (8,)], batches=_NONE),
-    Case([(1,), (3,), (12, 1), (12, 3), (12,)], {"weightnoise_std": 0.0}, batches=_NONE),
-]
-_GATES_DROP = [Case([(3,), (2,), (8, 3), (8, 2), (8,), (3,), (2,)], batches=_NONE)]
-
-
-@op(
-    formula="[i;f;o;g] = [sig;sig(+1);sig;tanh](Wx x + Wh h + b)",
-    batch="x, h batch 1 or B; weights unbatched",
-    reference=_gates_ref,
-    cases=_GATES,
-    direct=_kl.vanilla_lstm_gates,
-)
-def vanilla_lstm_gates(x_t, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
-    """Fused LSTM gates of one step: a {4H} vector per batch element.
-
-    Rows are DyNet's [i; f; o; g] for hidden size H: i, f, o = sigmoid (f with
-    a forget bias of 1 inside), g = tanh of Wx x + Wh h + b, computed as one
-    node (one matrix product per weight matrix for the whole batch). x_t and
-    h_tm1 have batch 1 or B; Wx {4H,I}, Wh {4H,H} and b {4H} are unbatched.
-    weightnoise_std > 0 adds fresh N(0, std^2) noise to Wx, Wh and b at every
-    forward (used by backward too).
-
-    Example:
-        >>> gates = dy.vanilla_lstm_gates(x, h, Wx, Wh, b)
-        >>> c = dy.vanilla_lstm_c(c_prev, gates); h = dy.vanilla_lstm_h(c, gates)
-    """
-
-
-@op(
-    formula="vanilla_lstm_gates(concatenate(x_t_list), ...)",
-    batch="x, h batch 1 or B; weights unbatched",
-    reference=_gates_ref,
-    cases=_GATES,
-    direct=_kl.vanilla_lstm_gates_concat,
-)
-def vanilla_lstm_gates_concat(x_t_list, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
-    """vanilla_lstm_gates of the concatenation of the vectors x_t_list (without
-    building the concatenation node). A single Expression counts as a
-    one-element list.
-
-    Example:
-        >>> gates = dy.vanilla_lstm_gates_concat([word, char], h, Wx, Wh, b)
-    """
-
-
-@op(
-    formula="vanilla_lstm_gates(x m_x, h m_h, ...)",
-    batch="x, h, masks batch 1 or B; weights unbatched",
-    reference=_gates_ref,
-    cases=_GATES_DROP,
-    direct=_kl.vanilla_lstm_gates_dropout,
-)
-def vanilla_lstm_gates_dropout(x_t, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h, weightnoise_std=0.0):
-    """vanilla_lstm_gates with x_t and h_tm1 multiplied elementwise by dropout
-    masks {I} and {H} (variational dropout: the masks are inputs, sampled once
-    per sequence by the caller). The masks get gradients too (DyNet's none).
-
-    Example:
-        >>> gates = dy.vanilla_lstm_gates_dropout(x, h, Wx, Wh, b, mask_x, mask_h)
-    """
-
-
-@op(
-    formula="vanilla_lstm_gates(concatenate(x_t_list) m_x, h m_h, ...)",
-    batch="x, h, masks batch 1 or B; weights unbatched",
-    reference=_gates_ref,
-    cases=_GATES_DROP,
-    direct=_kl.vanilla_lstm_gates_dropout_concat,
-)
-def vanilla_lstm_gates_dropout_concat(
-    x_t_list, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h, weightnoise_std=0.0
-):
-    """vanilla_lstm_gates_dropout of the concatenation of the vectors x_t_list.
-
-    Example:
-        >>> gates = dy.vanilla_lstm_gates_dropout_concat([w, c], h, Wx, Wh, b, mx, mh)
-    """
-
-
-def _cell_ref(c, gates):
-    n = c.shape[0]
-    return gates[:n] * gates[3 * n :] + gates[n : 2 * n] * c
-
-
-def _hidden_ref(c, gates):
-    n = c.shape[0]
-    return gates[2 * n : 3 * n] * np.tanh(c)
-
-
-@op(
-    formula="c_t = i g + f c_tm1",
-    batch="equal batch sizes (as DyNet)",
-    reference=_cell_ref,
-    cases=[Case([(3,), (12,)], batches=_SAME)],
-    direct=_kl.vanilla_lstm_c,
-)
-def vanilla_lstm_c(c_tm1, gates_t):
-    """LSTM cell update from the fused gates [i; f; o; g]: c_t = i g + f c_tm1.
-
-    Example:
-        >>> c = dy.vanilla_lstm_c(c_prev, gates)
-    """
-
-
-@op(
-    formula="h_t = o tanh(c_t)",
-    batch="equal batch sizes (as DyNet)",
-    reference=_hidden_ref,
-    cases=[Case([(3,), (12,)], batches=_SAME)],
-    direct=_kl.vanilla_lstm_h,
-)
-def vanilla_lstm_h(c_t, gates_t):
-    """LSTM output from the cell and the fused gates [i; f; o; g]: h_t = o tanh(c_t).
-
-    Example:
-        >>> h = dy.vanilla_lstm_h(c, gates)
     """

@@ -454,7 +454,10 @@ def _value_and_grads(spec, case, arrays, bds):
     return [y.npvalue()] + [x.gradient() for x in xs]
 
 
-@pytest.mark.parametrize("name", sorted(n for n, s in REGISTRY.items() if s.family == "linalg"))
+# the linalg family and the fused vanilla LSTM nodes (family rnn), whose errors are checked here too
+@pytest.mark.parametrize(
+    "name", sorted(n for n, s in REGISTRY.items() if s.family == "linalg" or n.startswith("vanilla_lstm"))
+)
 def test_float32_kernels_match_float64(name):
     """The generated tests run float64; the float32 instantiations agree with it."""
     spec = REGISTRY[name]

@@ -1,11 +1,21 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
-"""lstm_step: one whole step of a standard LSTM as one node (the builders' fast
-path, dyn/builders/lstm.py).
+# cython: language_level=3
+"""The LSTM nodes: their shape rules, argument checks, constructors, labels and
+automatic batching specs (their CPU kernels: dyn/_core/cpu/lstm_gates.pyx and
+dyn/_core/cpu/rnn.pyx). Gate rows are DyNet's order [i; f; o; g]: i, f, o
+sigmoid (f with a forget bias inside), g tanh.
 
-The input projection is NOT done here: the builder computes it for a whole
-sequence in one matrix-matrix product P = b + Wx [x_1 ... x_T] and each step
-reads its column. So a step is: gates from column `col` of P plus Wh h_{t-1},
-the nonlinearities, the cell and the output, all in one pass.
+The fused LSTM nodes of DyNet's CompactVanillaLSTMBuilder: vanilla_lstm_gates
+(and its concat / dropout variants), vanilla_lstm_c and vanilla_lstm_h. The
+gates node does a whole step's affine transform and nonlinearities with one
+matrix product per weight matrix (one gemm for a whole batch), and its
+backward is fused likewise (the forget bias is 1).
+
+lstm_step: one whole step of a standard LSTM as one node (the builders' fast
+path, dyn/builders/lstm.py). The input projection is NOT done here: the
+builder computes it for a whole sequence in one matrix-matrix product
+P = b + Wx [x_1 ... x_T] and each step reads its column. So a step is: gates
+from column `col` of P plus Wh h_{t-1}, the nonlinearities, the cell and the
+output, all in one pass.
 
 Two kinds of node, one kernel:
 - dy.lstm_step (public): the value is the stacked state [h_t; c_t] (2H per
@@ -17,172 +27,169 @@ Two kinds of node, one kernel:
   backward, which runs after every reader's). lstm_state_c copies c_t out when
   a user asks for it.
 
-Gate rows are DyNet's order [i; f; o; g]. args: p, [prev], [Wh], [mask_h], [mask_g]
-ia: 0 col, 1 flags (PREV, MASK_H, MASK_G, HVAL, PSTEP), 2 T (columns of p), 3 H, 4 h used in place
-fa: 0 forget bias
-aux: a per-element head (HVAL), then regions of B columns each (see Step)
+The nodes' arguments, ia, fa and aux: dyn/_core/ops/rnn.pxd.
 """
-from libc.math cimport tanh
-from libc.stdlib cimport malloc, free
-from libc.string cimport memcpy, memset
+from libc.math cimport INFINITY
 from dyn._core.core.graph import set_labels
-from dyn._core.core.graph cimport Graph, Node, Dim, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_size, dim_total, dim_cols, dim_str, arg, F_FIXED
+from dyn._core.core.graph cimport Graph, Node, Dim, declare_op, dim_size, dim_cols, dim_str, arg, F_FIXED
 from dyn._core.core.graph cimport new_node, finish_node
 from dyn._core.core.graph cimport set_autobatch, AB_ON, AB_ALIAS, AB_AUXHEAD, ABA_NO, ABA_CAT, ABA_SHARE, ABA_CATAUX
-from dyn._core.core.graph cimport F_AB, F_PTRS
-from dyn._core.core.graph cimport elem_v, elem_g
-from dyn._core.core.expr cimport noden, finish, wrap, arg_id, Expression
-from dyn._core.core.types cimport real, real_dtype
-from dyn._core.cpu cimport blas as _blas
-from dyn._core.ops.util cimport arg_dims, expr_arg, g_node, looks_like_vector, index_arg, number_arg, lstm_gate_act
+from dyn._core.core.expr cimport noden, node2, finish, wrap, arg_id, Expression
+from dyn._core.ops.util cimport arg_dims, expr_arg, g_node, looks_like_vector, index_arg, number_arg
 
-cdef extern from "_fastmath.h" nogil:
-    void dyn_tanh_f32(float* y, const float* x, long n)
-
-cdef extern from "_smallblas.h" nogil:
-    void dyn_gemv_n_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
-    void dyn_gemv_t_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
-    void dyn_ger_f32(int m, int n, float alpha, const float* x, const float* y, float* A, int lda)
-
-cdef enum:
-    # Wh of a step is 4H x H: up to H = 128 the compiled small-matrix loops beat
-    # OpenBLAS's per-call overhead (its ger is one axpy per column)
-    SMALL = 4 * 128 * 128
+# ---------------------------------------------------------------- vanilla_lstm_gates
+# args: x_1..x_m, h_tm1, Wx, Wh, b [, mask_x, mask_h]
+# ia: 0 m, 1 flags (DROP, CONCAT), 2 input size I, 3 hidden size H,
+#     4 x used in place (one x, no mask, full batch), 5 h used in place; fa[0] weight noise std
+# aux (items): d (4H x B, backward) | x (I x B) | h (H x B) | scratch (max(I,H) x B) | noisy Wx, Wh, b
 
 
-cdef void _gemv(char ta, int m, int n, real* A, real* x, double beta, real* y) noexcept:
-    """y = op(A) x + beta y for A m x n (lda m)."""
-    if real is float and <long>m * n <= SMALL:
-        if ta == b'N':
-            dyn_gemv_n_f32(m, n, 1.0, A, m, x, beta, y)
-        else:
-            dyn_gemv_t_f32(m, n, 1.0, A, m, x, beta, y)
-    else:
-        _blas.gemv(real_dtype(y), ta, m, n, 1.0, A, m, x, beta, y)
+cdef str _gname(int flags):
+    return "vanilla_lstm_gates" + ("_dropout" if flags & DROP else "") + ("_concat" if flags & CONCAT else "")
 
 
-cdef void _ger(int m, int n, real* x, real* y, real* A) noexcept:
-    if real is float and <long>m * n <= SMALL:
-        dyn_ger_f32(m, n, 1.0, x, y, A, m)
-    else:
-        _blas.ger(real_dtype(A), m, n, 1.0, x, y, A, m)
+cdef int _shape_gates(Graph* g, Node* n) except -1:
+    cdef int m = n.ia[0], drop = n.ia[1] & DROP, k, I = 0, H, B, bx = arg(g, n, 0).dim.bd
+    cdef str name = _gname(n.ia[1])
+    cdef Node* a
+    cdef Node* h = arg(g, n, m)
+    for k in range(m):
+        a = arg(g, n, k)
+        if not looks_like_vector(&a.dim):
+            raise ValueError("%s: x_t%s must be a vector, got %s"
+                             % (name, "[%d]" % k if m > 1 else "", dim_str(&a.dim)))
+        if a.dim.bd != bx:
+            raise ValueError("%s: the x_t have different batch sizes (%s)" % (name, arg_dims(g, n)))
+        I += a.dim.d[0]
+    if not looks_like_vector(&h.dim):
+        raise ValueError("%s: h_tm1 must be a vector, got %s" % (name, dim_str(&h.dim)))
+    H = h.dim.d[0]
+    for k, what, cols in ((1, "Wx", I), (2, "Wh", H), (3, "b", 1)):
+        a = arg(g, n, m + k)
+        if a.dim.nd > 2 or a.dim.d[0] != 4 * H or dim_cols(&a.dim) != cols:
+            raise ValueError("%s: %s must be {%d%s} for hidden size %d and input size %d, got %s"
+                             % (name, what, 4 * H, ",%d" % cols if k < 3 else "", H, I, dim_str(&a.dim)))
+        if a.dim.bd != 1:
+            raise ValueError("%s: %s must not be batched (weights are shared by the batch), got %s"
+                             % (name, what, dim_str(&a.dim)))
+    if bx > 1 and h.dim.bd > 1 and bx != h.dim.bd:
+        raise ValueError("%s: batch sizes differ (%s)" % (name, arg_dims(g, n)))
+    B = bx if bx > h.dim.bd else h.dim.bd
+    if drop:
+        for k, what, size in ((4, "dropout_mask_x", I), (5, "dropout_mask_h", H)):
+            a = arg(g, n, m + k)
+            if not looks_like_vector(&a.dim) or a.dim.d[0] != size:
+                raise ValueError("%s: %s must be a vector {%d}, got %s" % (name, what, size, dim_str(&a.dim)))
+            if a.dim.bd != 1 and a.dim.bd != B:
+                raise ValueError("%s: %s must have batch size 1 or %d, got %s"
+                                 % (name, what, B, dim_str(&a.dim)))
+    n.dim.nd = 1
+    n.dim.d[0] = 4 * H
+    n.dim.bd = B
+    n.ia[2] = I
+    n.ia[3] = H
+    n.ia[4] = m == 1 and not drop and bx == B
+    n.ia[5] = not drop and h.dim.bd == B
+    n.naux = <long>B * (4 * H + I + H + (I if I > H else H))
+    if n.fa[0] > 0:
+        n.naux += 4 * H * (I + H + 1)
+    return 0
 
-cdef enum:
-    PREV = 1
-    MASK_H = 2
-    MASK_G = 4
-    HVAL = 8        # the value is h alone; c_t (and the gradient of c_t from the next step) lives in aux
-    PSTEP = 16      # prev is such an h-valued lstm_step node: h_{t-1} its value, c_{t-1} in its aux
 
-# aux (items): with HVAL first a head of 2H per batch element, [c_t; d c_t from the next step]
-# (DCIN: zeroed in forward, read and cleared by this step's backward; batch members get their
-# elements' part of the head: AB_AUXHEAD, ia[5] = 2H), then regions of B columns each:
-# gates after the nonlinearities 4H | d of the pre-activations 4H | tanh(c_t) H | d c_t H |
-# (masked) h_{t-1} when not read in place H | Wh^T d H
+OP_GATES = declare_op("vanilla_lstm_gates", _shape_gates)
 
-ctypedef struct Step:
-    int H, B, T, col, isz, flags
-    Node* p
-    Node* prev
-    Node* Wh
-    Node* mh
-    Node* mg
-    char* CS        # the head (HVAL)
-    char* G
-    char* D
-    char* TC
-    char* DC
-    char* HM
-    char* TMP
-    char* X         # the h_{t-1} the product reads: prev's value in place, or HM
-    int ldx
+
+cdef list _xlist(object xs, str name):
+    if isinstance(xs, Expression):
+        return [xs]         # a single input needs no list
+    if not isinstance(xs, (list, tuple)):
+        raise TypeError("%s: x_t_list must be a list of expressions, got %s" % (name, type(xs).__name__))
+    if len(xs) == 0:
+        raise ValueError("%s: x_t_list is empty" % name)
+    return list(xs)
+
+
+cdef Expression _gates(list xs, object h, object Wx, object Wh, object b, object mx, object mh,
+                       object std, int flags):
+    cdef str name = _gname(flags)
+    args = xs + [h, Wx, Wh, b] + ([mx, mh] if flags & DROP else [])
+    for e in args:
+        expr_arg(e, name)
+    sd = number_arg(std, name, "weightnoise_std")     # not float(std): '0.5' and True are no spread
+    if not 0.0 <= sd < INFINITY:     # NaN and inf too: noise of infinite spread is no value
+        raise ValueError("%s: weightnoise_std must be a finite number >= 0, got %r" % (name, sd))
+    cdef int nid = noden(OP_GATES, args, name)
+    g_node(nid).ia[0] = len(xs)
+    g_node(nid).ia[1] = flags
+    g_node(nid).fa[0] = sd
+    return finish(nid)
+
+
+def vanilla_lstm_gates(x_t, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
+    return _gates([x_t], h_tm1, Wx, Wh, b, None, None, weightnoise_std, 0)
+
+
+def vanilla_lstm_gates_concat(x_t_list, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
+    return _gates(_xlist(x_t_list, _gname(CONCAT)), h_tm1, Wx, Wh, b, None, None, weightnoise_std, CONCAT)
+
+
+def vanilla_lstm_gates_dropout(x_t, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h, weightnoise_std=0.0):
+    return _gates([x_t], h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h, weightnoise_std, DROP)
+
+
+def vanilla_lstm_gates_dropout_concat(x_t_list, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h,
+                                      weightnoise_std=0.0):
+    return _gates(_xlist(x_t_list, _gname(DROP | CONCAT)), h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h,
+                  weightnoise_std, DROP | CONCAT)
+
+# ---------------------------------------------------------------- vanilla_lstm_c, vanilla_lstm_h
+# c_t = i * g + f * c_tm1;  h_t = o * tanh(c_t)  (aux of h: tanh(c_t), kept for backward)
+
+
+cdef int _shape_ch(Graph* g, Node* n) except -1:
+    cdef Node* c = arg(g, n, 0)
+    cdef Node* gt = arg(g, n, 1)
+    cdef str name = "vanilla_lstm_c" if n.ia[0] == CELL else "vanilla_lstm_h"
+    cdef str cname = "c_tm1" if n.ia[0] == CELL else "c_t"
+    if not looks_like_vector(&c.dim) or not looks_like_vector(&gt.dim) or gt.dim.d[0] != 4 * c.dim.d[0]:
+        raise ValueError("%s: %s must be a vector {H} and gates_t a vector {4H}, got %s"
+                         % (name, cname, arg_dims(g, n)))
+    if c.dim.bd != gt.dim.bd:
+        raise ValueError("%s: %s and gates_t must have the same batch size, got %s" % (name, cname, arg_dims(g, n)))
+    n.dim = c.dim
+    if n.ia[0] == HIDDEN:
+        n.naux = dim_size(&c.dim) * c.dim.bd
+    return 0
+
+
+OP_CH = declare_op("vanilla_lstm_c_h", _shape_ch)
+set_labels("vanilla_lstm_c_h", 0, ("vanilla_lstm_c", "vanilla_lstm_h"))   # CELL, HIDDEN
+
+
+cdef Expression _ch(object c, object gates, int kind, str name):
+    expr_arg(c, name)
+    expr_arg(gates, name)
+    cdef int nid = node2(OP_CH, c, gates)
+    g_node(nid).ia[0] = kind
+    return finish(nid)
+
+
+def vanilla_lstm_c(c_tm1, gates_t):
+    return _ch(c_tm1, gates_t, CELL, "vanilla_lstm_c")
+
+
+def vanilla_lstm_h(c_t, gates_t):
+    return _ch(c_t, gates_t, HIDDEN, "vanilla_lstm_h")
+
+# ---------------------------------------------------------------- lstm_step
+# Gate rows are DyNet's order [i; f; o; g]. args: p, [prev], [Wh], [mask_h], [mask_g]
+# ia: 0 col, 1 flags (PREV, MASK_H, MASK_G, HVAL, PSTEP), 2 T (columns of p), 3 H, 4 h used in place
+# fa: 0 forget bias
+# aux: a per-element head (HVAL), then regions of B columns each (see Step in dyn/_core/cpu/rnn.pyx)
 
 
 cdef str _name(int flags):
     return "lstm_step_dropout" if flags & (MASK_H | MASK_G) else "lstm_step"
-
-
-cdef inline char* _col4(Step* L, char* region, int b) noexcept nogil:
-    """Batch element b (4H items) of the region G or D."""
-    return region + <size_t>b * 4 * L.H * L.isz
-
-
-cdef inline char* _col1(Step* L, char* region, int b) noexcept nogil:
-    """Batch element b (H items) of the region TC, DC, HM or TMP."""
-    return region + <size_t>b * L.H * L.isz
-
-
-cdef inline char* _head(Step* L, int b) noexcept nogil:
-    """Batch element b's [c_t; DCIN] (HVAL)."""
-    return L.CS + <size_t>b * 2 * L.H * L.isz
-
-
-cdef inline char* _prev_h(Step* L, int b) noexcept nogil:
-    return elem_v(L.prev, b, L.H if L.flags & PSTEP else 2 * L.H, L.isz)
-
-
-cdef inline char* _prev_aux(Node* a, int b, int H, int isz) noexcept nogil:
-    """Batch element b's head [c; DCIN] of an h-valued step a, per member when a batch passes it."""
-    if a.flags & F_PTRS:
-        return (<char**>a.v)[a.dim.bd + b]
-    return <char*>a.aux + (<size_t>b * 2 * H * isz if a.dim.bd > 1 else 0)
-
-
-cdef inline char* _prev_c(Step* L, int b) noexcept nogil:
-    if L.prev == NULL:
-        return NULL
-    if L.flags & PSTEP:
-        return _prev_aux(L.prev, b, L.H, L.isz)
-    return _prev_h(L, b) + <size_t>L.H * L.isz
-
-
-cdef inline char* _prev_gc(Step* L, int b) noexcept nogil:
-    """Where the gradient of c_{t-1} goes: prev's gradient [.; c], or an h-valued prev's DCIN."""
-    cdef Node* a = L.prev
-    if not (L.flags & PSTEP):
-        return elem_g(a, b, 2 * L.H, L.isz) + <size_t>L.H * L.isz
-    if a.flags & F_PTRS:
-        return (<char**>a.g)[a.dim.bd + b] + <size_t>L.H * L.isz
-    return _prev_aux(a, b, L.H, L.isz) + <size_t>L.H * L.isz
-
-
-cdef inline char* _mask(Node* m, int b, int H, int isz) noexcept nogil:
-    return NULL if m == NULL else <char*>m.v + (<size_t>b * H * isz if m.dim.bd > 1 else 0)
-
-
-cdef void _layout(Graph* g, Node* n, Step* L, int isz) noexcept:
-    """The node's buffers for items of isz bytes (the kernel's sizeof(real))."""
-    cdef int k = 1, H = n.ia[3], B = n.dim.bd
-    L.H = H
-    L.B = B
-    L.T = n.ia[2]
-    L.col = n.ia[0]
-    L.isz = isz
-    L.flags = n.ia[1]
-    L.p = arg(g, n, 0)
-    L.prev = L.Wh = L.mh = L.mg = NULL
-    if L.flags & PREV:
-        L.prev = arg(g, n, 1)
-        L.Wh = arg(g, n, 2)
-        k = 3
-    if L.flags & MASK_H:
-        L.mh = arg(g, n, k)
-        k += 1
-    if L.flags & MASK_G:
-        L.mg = arg(g, n, k)
-    L.CS = <char*>n.aux
-    L.G = L.CS + (<size_t>2 * H * B * isz if L.flags & HVAL else 0)
-    L.D = L.G + <size_t>4 * H * B * isz
-    L.TC = L.D + <size_t>4 * H * B * isz
-    L.DC = L.TC + <size_t>H * B * isz
-    L.HM = L.DC + <size_t>H * B * isz
-    L.TMP = L.HM + <size_t>H * B * isz
-    if n.ia[4] and not (L.prev.flags & F_PTRS):     # h_{t-1} read where prev lies
-        L.X = <char*>L.prev.v
-        L.ldx = H if L.flags & PSTEP else 2 * H
-    else:
-        L.X = L.HM
-        L.ldx = H
 
 
 cdef int _shape_step(Graph* g, Node* n) except -1:
@@ -235,199 +242,7 @@ cdef int _shape_step(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void _gather1(real* hm, real* ph, real* m, int H) noexcept nogil:
-    cdef Py_ssize_t j
-    if m == NULL:
-        for j in range(H):
-            hm[j] = ph[j]
-    else:
-        for j in range(H):
-            hm[j] = ph[j] * m[j]
-
-
-cdef void _cell1(real* h, real* c, real* a, real* tc, real* pc, real* mg, double fb, int H) noexcept nogil:
-    """One batch element: the nonlinearities in place on the gates a, then c, tanh(c) and h."""
-    cdef Py_ssize_t j
-    cdef real gj
-    lstm_gate_act(a, H, fb)
-    for j in range(H):
-        gj = a[3 * H + j]
-        if mg != NULL:
-            gj = gj * mg[j]
-        c[j] = a[j] * gj + (a[H + j] * pc[j] if pc != NULL else 0)
-    if real is float:
-        dyn_tanh_f32(tc, c, H)
-    else:
-        for j in range(H):
-            tc[j] = tanh(c[j])
-    for j in range(H):
-        h[j] = a[2 * H + j] * tc[j]
-
-
-# Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
-# kernel table holds both specialisations (set_kernels), so no kernel asks which float type it runs in.
-
-cdef void fwd_step(Graph* g, Node* n, real* y) noexcept:
-    cdef Step L
-    cdef int b, H4, H, isz
-    cdef char* h
-    cdef char* c
-    _layout(g, n, &L, sizeof(real))
-    H, H4, isz = L.H, 4 * L.H, L.isz
-    for b in range(L.B):
-        memcpy(_col4(&L, L.G, b), elem_v(L.p, b, <long>H4 * L.T, isz) + <size_t>L.col * H4 * isz, <size_t>H4 * isz)
-        if L.prev != NULL and L.X != <char*>L.prev.v:
-            _gather1(<real*>_col1(&L, L.HM, b), <real*>_prev_h(&L, b), <real*>_mask(L.mh, b, H, isz), H)
-    if L.prev != NULL:
-        if L.B == 1:
-            _gemv(c'N', H4, H, <real*>L.Wh.v, <real*>L.X, 1.0, <real*>L.G)
-        else:
-            _blas.gemm(real_dtype(y), b'N', b'N', H4, L.B, H, 1.0, L.Wh.v, H4, L.X, L.ldx, 1.0, L.G, H4)
-    for b in range(L.B):
-        if L.flags & HVAL:
-            h = <char*>y + <size_t>b * H * isz
-            c = _head(&L, b)
-            memset(c + <size_t>H * isz, 0, <size_t>H * isz)   # DCIN
-        else:
-            h = <char*>y + <size_t>b * 2 * H * isz
-            c = h + <size_t>H * isz
-        _cell1(<real*>h, <real*>c, <real*>_col4(&L, L.G, b), <real*>_col1(&L, L.TC, b), <real*>_prev_c(&L, b),
-               <real*>_mask(L.mg, b, H, isz), n.fa[0], H)
-
-
-cdef void _dgates1(real* d, real* dc, real* dh, real* dcx, real* a, real* t, real* pc, real* m,
-                   int H) noexcept nogil:
-    """One batch element: d = gradient of the pre-activations, dc = gradient of c_t (from h_t and
-    dcx, the gradient that reached c_t directly). Separate branch-free loops so that they vectorise."""
-    cdef Py_ssize_t j
-    cdef real one = 1     # a typed 1: a literal would promote the loops to double
-    for j in range(H):
-        dc[j] = dcx[j] + dh[j] * a[2 * H + j] * (one - t[j] * t[j])
-    for j in range(H):
-        d[2 * H + j] = dh[j] * t[j] * a[2 * H + j] * (one - a[2 * H + j])
-    if m == NULL:
-        for j in range(H):
-            d[j] = dc[j] * a[3 * H + j] * a[j] * (one - a[j])
-            d[3 * H + j] = dc[j] * a[j] * (one - a[3 * H + j] * a[3 * H + j])
-    else:
-        for j in range(H):
-            d[j] = dc[j] * a[3 * H + j] * m[j] * a[j] * (one - a[j])
-            d[3 * H + j] = dc[j] * a[j] * m[j] * (one - a[3 * H + j] * a[3 * H + j])
-    if pc == NULL:
-        for j in range(H):
-            d[H + j] = 0
-    else:
-        for j in range(H):
-            d[H + j] = dc[j] * pc[j] * a[H + j] * (one - a[H + j])
-
-
-cdef void _bwd_prev1(real* qh, real* qc, real* t, real* m, real* dc, real* f, int H) noexcept nogil:
-    """d h_{t-1} += (Wh^T d) * mask_h (t holds Wh^T d); d c_{t-1} += dc * f."""
-    cdef Py_ssize_t j
-    if m == NULL:
-        for j in range(H):
-            qh[j] += t[j]
-    else:
-        for j in range(H):
-            qh[j] += t[j] * m[j]
-    for j in range(H):
-        qc[j] += dc[j] * f[j]
-
-
-cdef void _mul_add(real* q, real* x, real* y, real* z, int H) noexcept nogil:
-    """q += x * y (* z when z is not NULL)."""
-    cdef Py_ssize_t j
-    if z == NULL:
-        for j in range(H):
-            q[j] += x[j] * y[j]
-    else:
-        for j in range(H):
-            q[j] += x[j] * y[j] * z[j]
-
-
-cdef void _wh_t_d(Step* L, real* D) noexcept:
-    """TMP = Wh^T D (D: the region L.D)."""
-    if L.B == 1:
-        _gemv(c'T', 4 * L.H, L.H, <real*>L.Wh.v, D, 0.0, <real*>L.TMP)
-    else:
-        _blas.gemm(real_dtype(D), b'T', b'N', L.H, L.B, 4 * L.H, 1.0, L.Wh.v, 4 * L.H, D, 4 * L.H, 0.0, L.TMP, L.H)
-
-
-cdef void _dgates(Node* n, Step* L, real* gy) noexcept:
-    """The gradients of the pre-activations and of c_t, per batch element, once per backward pass
-    (gy: the node's gradient). An h-valued step's DCIN (what the next step gave c_t) is read here
-    and cleared."""
-    cdef int b, H = L.H, isz = L.isz
-    cdef char* dh
-    cdef char* dcx
-    for b in range(L.B):
-        if L.flags & HVAL:
-            dh = <char*>gy + <size_t>b * H * isz
-            dcx = _head(L, b) + <size_t>H * isz
-        else:
-            dh = <char*>gy + <size_t>b * 2 * H * isz
-            dcx = dh + <size_t>H * isz
-        _dgates1(<real*>_col4(L, L.D, b), <real*>_col1(L, L.DC, b), <real*>dh, <real*>dcx,
-                 <real*>_col4(L, L.G, b), <real*>_col1(L, L.TC, b), <real*>_prev_c(L, b),
-                 <real*>_mask(L.mg, b, H, isz), H)
-        if L.flags & HVAL:
-            memset(dcx, 0, <size_t>H * isz)
-
-
-cdef void bwd_step(Graph* g, Node* n, int i, real* gy) noexcept:
-    cdef Step L
-    cdef int H4, H, which, first, b, isz
-    cdef Node* a = arg(g, n, i)
-    cdef char* q
-    _layout(g, n, &L, sizeof(real))
-    H, H4, isz = L.H, 4 * L.H, L.isz
-    # D and DC once per backward pass: at the first argument that takes a
-    # gradient (backward visits the arguments in order; the others have g NULL)
-    first = 0
-    while arg(g, n, first).g == NULL:
-        first += 1
-    if i == first:
-        _dgates(n, &L, gy)
-    if i == 0:
-        which = 0
-    elif L.prev != NULL and i <= 2:
-        which = i
-    elif L.mh != NULL and i == (3 if L.prev != NULL else 1):
-        which = 3
-    else:
-        which = 4
-    if which == 0:             # column col of each batch element of P (as fwd_step reads it)
-        for b in range(L.B):
-            _blas.vadd(real_dtype(gy), H4, _col4(&L, L.D, b), elem_g(a, b, <long>H4 * L.T, isz) + <size_t>L.col * H4 * isz)
-    elif which == 2:           # dWh += d h_{t-1}^T, summed over the batch
-        if a.op == OP_WEIGHT:
-            pass               # lstm_step_weight does it for every step in one product
-        elif L.B == 1:
-            _ger(H4, H, <real*>L.D, <real*>L.X, <real*>a.g)
-        else:
-            _blas.gemm(real_dtype(gy), b'N', b'T', H4, H, L.B, 1.0, L.D, H4, L.X, L.ldx, 1.0, a.g, H4)
-    elif which == 4:           # mask_g
-        for b in range(L.B):
-            q = <char*>a.g + (<size_t>b * H * isz if a.dim.bd > 1 else 0)
-            _mul_add(<real*>q, <real*>_col1(&L, L.DC, b), <real*>_col4(&L, L.G, b),
-                     <real*>(_col4(&L, L.G, b) + <size_t>3 * H * isz), H)
-    else:                      # prev or mask_h: both need Wh^T d (computed once, for the first)
-        if which == 1 or L.prev.g == NULL:
-            _wh_t_d(&L, <real*>L.D)
-        for b in range(L.B):
-            if which == 1:
-                q = elem_g(a, b, H if L.flags & PSTEP else 2 * H, isz)
-                _bwd_prev1(<real*>q, <real*>_prev_gc(&L, b), <real*>_col1(&L, L.TMP, b),
-                           <real*>_mask(L.mh, b, H, isz), <real*>_col1(&L, L.DC, b),
-                           <real*>(_col4(&L, L.G, b) + <size_t>H * isz), H)
-            else:
-                q = <char*>a.g + (<size_t>b * H * isz if a.dim.bd > 1 else 0)
-                _mul_add(<real*>q, <real*>_col1(&L, L.TMP, b), <real*>_prev_h(&L, b), NULL, H)
-
-
-cdef int OP_STEP = declare_op("lstm_step", _shape_step)
-set_kernels(OP_STEP, DEV_CPU, <kfwd_fn>fwd_step[float], <kfwd_fn>fwd_step[double],
-            <kbwd_fn>bwd_step[float], <kbwd_fn>bwd_step[double])
+OP_STEP = declare_op("lstm_step", _shape_step)
 
 # ---------------------------------------------------------------- lstm_step_weight
 # The recurrent matrix as seen by a sequence's lstm_step nodes. Forward: the
@@ -446,43 +261,7 @@ cdef int _shape_weight(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_weight(Graph* g, Node* n, real* y) noexcept:
-    n.v = arg(g, n, 0).v
-
-
-cdef void bwd_weight(Graph* g, Node* n, int i, real* gy) noexcept:
-    cdef Node* w = arg(g, n, 0)
-    cdef Node* s
-    cdef Step L
-    cdef int me = <int>(n - g.nodes), j, b, cols = 0, k = 0, H = w.dim.d[1], isz = sizeof(real)
-    cdef char* D
-    cdef char* X
-    _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, w.g)
-    for j in range(me + 1, g.bwd_target + 1):
-        s = &g.nodes[j]
-        if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
-            cols += s.dim.bd
-    if cols == 0:
-        return
-    D = <char*>malloc(<size_t>cols * 5 * H * isz)
-    if D == NULL:
-        return
-    X = D + <size_t>cols * 4 * H * isz
-    for j in range(me + 1, g.bwd_target + 1):
-        s = &g.nodes[j]
-        if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
-            _layout(g, s, &L, isz)
-            for b in range(L.B):
-                memcpy(D + <size_t>(k + b) * 4 * H * isz, _col4(&L, L.D, b), <size_t>4 * H * isz)
-                memcpy(X + <size_t>(k + b) * H * isz, L.X + <size_t>b * L.ldx * isz, <size_t>H * isz)
-            k += L.B
-    _blas.gemm(real_dtype(gy), b'N', b'T', 4 * H, H, cols, 1.0, D, 4 * H, X, H, 1.0, w.g, 4 * H)
-    free(D)
-
-
-cdef int OP_WEIGHT = declare_op("lstm_step_weight", _shape_weight)
-set_kernels(OP_WEIGHT, DEV_CPU, <kfwd_fn>fwd_weight[float], <kfwd_fn>fwd_weight[double],
-            <kbwd_fn>bwd_weight[float], <kbwd_fn>bwd_weight[double])
+OP_WEIGHT = declare_op("lstm_step_weight", _shape_weight)
 
 
 def lstm_step_weight(Wh):
@@ -584,23 +363,7 @@ cdef int _shape_cell(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_cell(Graph* g, Node* n, real* y) noexcept:
-    cdef int b, H = n.dim.d[0], isz = sizeof(real)
-    cdef Node* s = arg(g, n, 0)
-    for b in range(n.dim.bd):
-        memcpy(y + <size_t>b * H, _prev_aux(s, b, H, isz), <size_t>H * isz)
-
-
-cdef void bwd_cell(Graph* g, Node* n, int i, real* gy) noexcept:
-    cdef int b, H = n.dim.d[0], isz = sizeof(real)
-    cdef Node* s = arg(g, n, 0)
-    for b in range(n.dim.bd):
-        _blas.vadd(real_dtype(gy), H, gy + <size_t>b * H, _prev_aux(s, b, H, isz) + <size_t>H * isz)
-
-
-cdef int OP_CELL = declare_op("lstm_state_c", _shape_cell)
-set_kernels(OP_CELL, DEV_CPU, <kfwd_fn>fwd_cell[float], <kfwd_fn>fwd_cell[double],
-            <kbwd_fn>bwd_cell[float], <kbwd_fn>bwd_cell[double])
+OP_CELL = declare_op("lstm_state_c", _shape_cell)
 
 
 def lstm_state_c(h):
@@ -624,23 +387,7 @@ cdef int _shape_part(Graph* g, Node* n) except -1:
     return 0
 
 
-cdef void fwd_part(Graph* g, Node* n, real* y) noexcept:
-    cdef int b, H = n.dim.d[0], isz = sizeof(real)
-    cdef Node* s = arg(g, n, 0)
-    for b in range(n.dim.bd):
-        memcpy(y + <size_t>b * H, elem_v(s, b, 2 * H, isz) + <size_t>n.ia[0] * isz, <size_t>H * isz)
-
-
-cdef void bwd_part(Graph* g, Node* n, int i, real* gy) noexcept:
-    cdef int b, H = n.dim.d[0], isz = sizeof(real)
-    cdef Node* s = arg(g, n, 0)
-    for b in range(n.dim.bd):
-        _blas.vadd(real_dtype(gy), H, gy + <size_t>b * H, elem_g(s, b, 2 * H, isz) + <size_t>n.ia[0] * isz)
-
-
-cdef int OP_PART = declare_op("lstm_step_part", _shape_part)
-set_kernels(OP_PART, DEV_CPU, <kfwd_fn>fwd_part[float], <kfwd_fn>fwd_part[double],
-            <kbwd_fn>bwd_part[float], <kbwd_fn>bwd_part[double])
+OP_PART = declare_op("lstm_step_part", _shape_part)
 set_labels("lstm_step_part", 1, ("lstm_step_h", "lstm_step_c"))
 
 
@@ -651,7 +398,25 @@ def lstm_step_part(s, int which, str name):
     g_node(nid).ia[1] = which
     return finish(nid)
 
-# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+# ---------------------------------------------------------------- automatic batching (dyn/_core/core/autobatch.pyx)
+# DyNet's VanillaLSTMGates signature: Wx, Wh, b (and batch-1 dropout masks)
+# shared, the x_t and h_tm1 concatenated. Weight noise draws one sample per
+# node, so noisy nodes run alone.
+
+cdef int _ab_arg_gates(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept:
+    cdef Node* a = arg(g, n, k)
+    cdef int m = n.ia[0]
+    if n.fa[0] > 0:
+        return ABA_NO
+    if k > m:                      # Wx, Wh, b, masks
+        if a.dim.bd == 1:
+            return ABA_SHARE
+    return ABA_CAT if a.dim.bd == n.dim.bd else ABA_NO
+
+
+set_autobatch(OP_GATES, AB_ON, 0, 0x3f, _ab_arg_gates)
+set_autobatch(OP_CH, AB_ON)
+
 # Steps of different sequences run as one step: each member reads its own
 # column of its own projection P (a window of 4H items: adjacent when the
 # projections are), the previous states are concatenated, Wh (through its

@@ -1,40 +1,29 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The fused LSTM nodes of DyNet's CompactVanillaLSTMBuilder:
+"""The CPU kernels of the fused LSTM nodes of DyNet's CompactVanillaLSTMBuilder:
 vanilla_lstm_gates (and its concat / dropout variants), vanilla_lstm_c and
-vanilla_lstm_h. The gates node does a whole step's affine transform and
-nonlinearities with one matrix product per weight matrix (one gemm for a
-whole batch), and its backward is fused likewise.
+vanilla_lstm_h (their definitions: dyn/_core/ops/rnn.pyx). The gates node does
+a whole step's affine transform and nonlinearities with one matrix product per
+weight matrix (one gemm for a whole batch), and its backward is fused likewise.
 
 Gate rows are in DyNet's order [i; f; o; g]: i, f, o sigmoid (f with a
 forget bias of 1 inside), g tanh.
 """
-from libc.math cimport tanh, INFINITY
+from libc.math cimport tanh
 from libc.string cimport memcpy
-from dyn._core.core.graph import set_labels
-from dyn._core.core.graph cimport (
-    Graph, Node, Dim, cg, declare_op, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_size, dim_cols, dim_str, arg,
-    rand_normal)
-from dyn._core.core.graph cimport set_autobatch, AB_ON, ABA_NO, ABA_CAT, ABA_SHARE
-from dyn._core.core.expr cimport noden, node2, finish, Expression
+from dyn._core.core.graph cimport Graph, Node, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, arg, rand_normal
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.cpu cimport blas as _blas
-from dyn._core.ops.util cimport arg_dims, batch_ptr, expr_arg, g_node, looks_like_vector, lstm_gate_act, number_arg
+from dyn._core.ops.util cimport batch_ptr, lstm_gate_act
+from dyn._core.ops.rnn cimport DROP, CELL, OP_GATES, OP_CH
 
 cdef extern from "_fastmath.h" nogil:
     void dyn_tanh_f32(float* y, const float* x, long n)
-
-# ---------------------------------------------------------------- helpers
-
 
 # ---------------------------------------------------------------- vanilla_lstm_gates
 # args: x_1..x_m, h_tm1, Wx, Wh, b [, mask_x, mask_h]
 # ia: 0 m, 1 flags (DROP, CONCAT), 2 input size I, 3 hidden size H,
 #     4 x used in place (one x, no mask, full batch), 5 h used in place; fa[0] weight noise std
 # aux (items): d (4H x B, backward) | x (I x B) | h (H x B) | scratch (max(I,H) x B) | noisy Wx, Wh, b
-
-cdef enum:
-    DROP = 1
-    CONCAT = 2
 
 ctypedef struct Gates:
     int m, I, H, B, isz, drop
@@ -53,10 +42,6 @@ ctypedef struct Gates:
     char* Wxn       # the weights used (noisy copies when weightnoise_std > 0)
     char* Whn
     char* bn
-
-
-cdef str _gname(int flags):
-    return "vanilla_lstm_gates" + ("_dropout" if flags & DROP else "") + ("_concat" if flags & CONCAT else "")
 
 
 cdef void _layout(Graph* g, Node* n, Gates* L, int isz) noexcept:
@@ -89,54 +74,6 @@ cdef void _layout(Graph* g, Node* n, Gates* L, int isz) noexcept:
         L.Wxn = <char*>L.Wx.v
         L.Whn = <char*>L.Wh.v
         L.bn = <char*>L.b.v
-
-
-cdef int _shape_gates(Graph* g, Node* n) except -1:
-    cdef int m = n.ia[0], drop = n.ia[1] & DROP, k, I = 0, H, B, bx = arg(g, n, 0).dim.bd
-    cdef str name = _gname(n.ia[1])
-    cdef Node* a
-    cdef Node* h = arg(g, n, m)
-    for k in range(m):
-        a = arg(g, n, k)
-        if not looks_like_vector(&a.dim):
-            raise ValueError("%s: x_t%s must be a vector, got %s"
-                             % (name, "[%d]" % k if m > 1 else "", dim_str(&a.dim)))
-        if a.dim.bd != bx:
-            raise ValueError("%s: the x_t have different batch sizes (%s)" % (name, arg_dims(g, n)))
-        I += a.dim.d[0]
-    if not looks_like_vector(&h.dim):
-        raise ValueError("%s: h_tm1 must be a vector, got %s" % (name, dim_str(&h.dim)))
-    H = h.dim.d[0]
-    for k, what, cols in ((1, "Wx", I), (2, "Wh", H), (3, "b", 1)):
-        a = arg(g, n, m + k)
-        if a.dim.nd > 2 or a.dim.d[0] != 4 * H or dim_cols(&a.dim) != cols:
-            raise ValueError("%s: %s must be {%d%s} for hidden size %d and input size %d, got %s"
-                             % (name, what, 4 * H, ",%d" % cols if k < 3 else "", H, I, dim_str(&a.dim)))
-        if a.dim.bd != 1:
-            raise ValueError("%s: %s must not be batched (weights are shared by the batch), got %s"
-                             % (name, what, dim_str(&a.dim)))
-    if bx > 1 and h.dim.bd > 1 and bx != h.dim.bd:
-        raise ValueError("%s: batch sizes differ (%s)" % (name, arg_dims(g, n)))
-    B = bx if bx > h.dim.bd else h.dim.bd
-    if drop:
-        for k, what, size in ((4, "dropout_mask_x", I), (5, "dropout_mask_h", H)):
-            a = arg(g, n, m + k)
-            if not looks_like_vector(&a.dim) or a.dim.d[0] != size:
-                raise ValueError("%s: %s must be a vector {%d}, got %s" % (name, what, size, dim_str(&a.dim)))
-            if a.dim.bd != 1 and a.dim.bd != B:
-                raise ValueError("%s: %s must have batch size 1 or %d, got %s"
-                                 % (name, what, B, dim_str(&a.dim)))
-    n.dim.nd = 1
-    n.dim.d[0] = 4 * H
-    n.dim.bd = B
-    n.ia[2] = I
-    n.ia[3] = H
-    n.ia[4] = m == 1 and not drop and bx == B
-    n.ia[5] = not drop and h.dim.bd == B
-    n.naux = <long>B * (4 * H + I + H + (I if I > H else H))
-    if n.fa[0] > 0:
-        n.naux += 4 * H * (I + H + 1)
-    return 0
 
 
 cdef void _cmul_in(real* x, real* mask, int m) noexcept nogil:
@@ -294,77 +231,11 @@ cdef void bwd_gates(Graph* g, Node* n, int i, real* gy) noexcept:
         _blas.matmul_cols(dt, b'T', L.H, L.B, H4, L.Whn, H4, L.d, 0.0, L.tmp)
         _to_mask(L.mh, <real*>L.tmp, L.H, L.h, 0, L.H, L.B)
 
-
-cdef int OP_GATES = declare_op("vanilla_lstm_gates", _shape_gates)
 set_kernels(OP_GATES, DEV_CPU, <kfwd_fn>fwd_gates[float], <kfwd_fn>fwd_gates[double],
             <kbwd_fn>bwd_gates[float], <kbwd_fn>bwd_gates[double])
 
-
-cdef list _xlist(object xs, str name):
-    if isinstance(xs, Expression):
-        return [xs]         # a single input needs no list
-    if not isinstance(xs, (list, tuple)):
-        raise TypeError("%s: x_t_list must be a list of expressions, got %s" % (name, type(xs).__name__))
-    if len(xs) == 0:
-        raise ValueError("%s: x_t_list is empty" % name)
-    return list(xs)
-
-
-cdef Expression _gates(list xs, object h, object Wx, object Wh, object b, object mx, object mh,
-                       object std, int flags):
-    cdef str name = _gname(flags)
-    args = xs + [h, Wx, Wh, b] + ([mx, mh] if flags & DROP else [])
-    for e in args:
-        expr_arg(e, name)
-    sd = number_arg(std, name, "weightnoise_std")     # not float(std): '0.5' and True are no spread
-    if not 0.0 <= sd < INFINITY:     # NaN and inf too: noise of infinite spread is no value
-        raise ValueError("%s: weightnoise_std must be a finite number >= 0, got %r" % (name, sd))
-    cdef int nid = noden(OP_GATES, args, name)
-    g_node(nid).ia[0] = len(xs)
-    g_node(nid).ia[1] = flags
-    g_node(nid).fa[0] = sd
-    return finish(nid)
-
-
-def vanilla_lstm_gates(x_t, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
-    return _gates([x_t], h_tm1, Wx, Wh, b, None, None, weightnoise_std, 0)
-
-
-def vanilla_lstm_gates_concat(x_t_list, h_tm1, Wx, Wh, b, weightnoise_std=0.0):
-    return _gates(_xlist(x_t_list, _gname(CONCAT)), h_tm1, Wx, Wh, b, None, None, weightnoise_std, CONCAT)
-
-
-def vanilla_lstm_gates_dropout(x_t, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h, weightnoise_std=0.0):
-    return _gates([x_t], h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h, weightnoise_std, DROP)
-
-
-def vanilla_lstm_gates_dropout_concat(x_t_list, h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h,
-                                      weightnoise_std=0.0):
-    return _gates(_xlist(x_t_list, _gname(DROP | CONCAT)), h_tm1, Wx, Wh, b, dropout_mask_x, dropout_mask_h,
-                  weightnoise_std, DROP | CONCAT)
-
 # ---------------------------------------------------------------- vanilla_lstm_c, vanilla_lstm_h
 # c_t = i * g + f * c_tm1;  h_t = o * tanh(c_t)  (aux of h: tanh(c_t), kept for backward)
-
-cdef enum:
-    CELL, HIDDEN
-
-
-cdef int _shape_ch(Graph* g, Node* n) except -1:
-    cdef Node* c = arg(g, n, 0)
-    cdef Node* gt = arg(g, n, 1)
-    cdef str name = "vanilla_lstm_c" if n.ia[0] == CELL else "vanilla_lstm_h"
-    cdef str cname = "c_tm1" if n.ia[0] == CELL else "c_t"
-    if not looks_like_vector(&c.dim) or not looks_like_vector(&gt.dim) or gt.dim.d[0] != 4 * c.dim.d[0]:
-        raise ValueError("%s: %s must be a vector {H} and gates_t a vector {4H}, got %s"
-                         % (name, cname, arg_dims(g, n)))
-    if c.dim.bd != gt.dim.bd:
-        raise ValueError("%s: %s and gates_t must have the same batch size, got %s" % (name, cname, arg_dims(g, n)))
-    n.dim = c.dim
-    if n.ia[0] == HIDDEN:
-        n.naux = dim_size(&c.dim) * c.dim.bd
-    return 0
-
 
 cdef void _cell_fwd(real* y, real* c, real* gt, int H, int B) noexcept nogil:
     cdef int b, j
@@ -435,43 +306,5 @@ cdef void bwd_ch(Graph* g, Node* n, int i, real* gy) noexcept:
     else:
         _hidden_bwd(gx, gy, <real*>gt.v, <real*>n.aux, H, B, i)
 
-
-cdef int OP_CH = declare_op("vanilla_lstm_c_h", _shape_ch)
 set_kernels(OP_CH, DEV_CPU, <kfwd_fn>fwd_ch[float], <kfwd_fn>fwd_ch[double],
             <kbwd_fn>bwd_ch[float], <kbwd_fn>bwd_ch[double])
-set_labels("vanilla_lstm_c_h", 0, ("vanilla_lstm_c", "vanilla_lstm_h"))   # CELL, HIDDEN
-
-
-cdef Expression _ch(object c, object gates, int kind, str name):
-    expr_arg(c, name)
-    expr_arg(gates, name)
-    cdef int nid = node2(OP_CH, c, gates)
-    g_node(nid).ia[0] = kind
-    return finish(nid)
-
-
-def vanilla_lstm_c(c_tm1, gates_t):
-    return _ch(c_tm1, gates_t, CELL, "vanilla_lstm_c")
-
-
-def vanilla_lstm_h(c_t, gates_t):
-    return _ch(c_t, gates_t, HIDDEN, "vanilla_lstm_h")
-
-# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
-# DyNet's VanillaLSTMGates signature: Wx, Wh, b (and batch-1 dropout masks)
-# shared, the x_t and h_tm1 concatenated. Weight noise draws one sample per
-# node, so noisy nodes run alone.
-
-cdef int _ab_arg_gates(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept:
-    cdef Node* a = arg(g, n, k)
-    cdef int m = n.ia[0]
-    if n.fa[0] > 0:
-        return ABA_NO
-    if k > m:                      # Wx, Wh, b, masks
-        if a.dim.bd == 1:
-            return ABA_SHARE
-    return ABA_CAT if a.dim.bd == n.dim.bd else ABA_NO
-
-
-set_autobatch(OP_GATES, AB_ON, 0, 0x3f, _ab_arg_gates)
-set_autobatch(OP_CH, AB_ON)
