@@ -89,7 +89,6 @@ from dyn._core.core.expr import all_alive
 from dyn._core.core.graph import stamp as _cg_stamp
 from dyn._core.core.graph import version as _cg_version
 from dyn._core.ops import treelstm as _k
-from dyn._core.ops import treeweights as _kw
 from dyn.builders._rnn_base import as_dim
 
 __all__ = ["TreeState", "NaryTreeLSTMBuilder", "ChildSumTreeLSTMBuilder"]
@@ -115,7 +114,7 @@ def glorot_blocks(rows, cols, row_block, col_block):
 
 
 # A tree node's state (output(), h(), s(), packed(), children(), b()): a Cython class, made once
-# per tree node (src/_k_treelstm.pyx).
+# per tree node (dyn/_core/ops/treelstm.pyx).
 TreeState = _k.TreeState
 
 
@@ -316,14 +315,14 @@ class _LSTMTreeBase(TreeBuilderBase):
 
     def _make_exprs(self, update):
         # the fused nodes defer their weight products to one tree_weights node
-        # per matrix (a few matrix products per tree, see src/_k_treeweights.pyx)
+        # per matrix (a few matrix products per tree, see dyn/_core/cpu/treeweights.pyx)
         out = []
         for p in self._params:
             e = {k: v.expr(update) for k, v in p.items()}
             if not getattr(self, "ln_lstm", False):
                 for k in ("Wx", "U", "Uc"):
                     if k in e:
-                        e[k] = _kw.tree_weights(e[k])
+                        e[k] = _k.tree_weights(e[k])
             out.append(e)
         return out
 

@@ -46,7 +46,6 @@ from __future__ import annotations
 import dyn as dy
 from dyn import io as _io
 from dyn._core.ops import treelstm as _k
-from dyn._core.ops import treeweights as _kw
 from dyn.builders.tree import TreeBuilderBase, TreeState, as_dim, glorot_blocks
 
 __all__ = ["TreeRNNBuilder", "UnidirectionalTreeLSTMBuilder", "BidirectionalTreeLSTMBuilder"]
@@ -102,7 +101,7 @@ class TreeRNNBuilder(TreeBuilderBase):
         e = {k: p.expr(update) for k, p in self._params.items()}
         for k in ("U", "Wx"):
             if k in e:
-                e[k] = _kw.tree_weights(e[k])
+                e[k] = _k.tree_weights(e[k])
         return e
 
     def _input_size(self, layer):

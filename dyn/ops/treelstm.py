@@ -1,5 +1,5 @@
 """Fused tree nodes: one graph node per tree node (the fast path of
-dyn/builders/tree.py; compiled in src/_k_treelstm.pyx).
+dyn/builders/tree.py; compiled in dyn/_core/ops/treelstm.pyx, kernels in dyn/_core/cpu/treelstm.pyx).
 
 Each node does all its gates with one matrix product per weight matrix (one
 gemm for a whole batch) and a fused backward. A child of an LSTM node is the

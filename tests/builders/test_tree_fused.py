@@ -8,7 +8,6 @@ import pytest
 
 import dyn as dy
 from dyn._core.ops import treelstm as _k
-from dyn._core.ops import treeweights as _kw
 
 
 def _inp(rng, n, bd):
@@ -95,8 +94,8 @@ def _build(case, seed, plain, wrap=False):
     Wx, U, b = W
     Uc = dy.inputTensor(rng.randn((2 + N) * H, N * H) * 0.7) if uc else None
     if wrap:
-        Wx, U = _kw.tree_weights(Wx), _kw.tree_weights(U)
-        Uc = _kw.tree_weights(Uc) if uc else None
+        Wx, U = _k.tree_weights(Wx), _k.tree_weights(U)
+        Uc = _k.tree_weights(Uc) if uc else None
     x = _inp(rng, n_in, xbd) if hx else None
     kids = [_inp(rng, H if mode == "rnn" else 2 * H, bd) for bd in kid_bds[:p]]
     if mode == "nary":
@@ -166,7 +165,7 @@ def test_tree_weights_over_a_tree_with_shared_weights(float64):
     grads, r = [], rng.randn(2 * H)
     for wrap in (False, True):
         dy.renew_cg()
-        w = (lambda e: _kw.tree_weights(e)) if wrap else (lambda e: e)
+        w = (lambda e: _k.tree_weights(e)) if wrap else (lambda e: e)
         ex = [w(Wx.expr(True)), w(U.expr(True)), b.expr(True)]
         xs = [dy.inputTensor(v) for v in np.random.RandomState(4).randn(5, n_in)]
         leaves = [dy.child_sum_tree_lstm(x, *ex) for x in xs]
@@ -216,7 +215,7 @@ def test_tree_weights_of_a_computed_matrix_and_state_part(float64):
     rng = np.random.RandomState(5)
     H, n_in = 3, 2
     Wx0, U0, b0 = (dy.inputTensor(rng.randn(*s)) for s in ((5 * H, n_in), (5 * H, 2 * H), (5 * H,)))
-    Wx, U = _kw.tree_weights(Wx0 * 0.5), _kw.tree_weights(dy.tanh(U0))
+    Wx, U = _k.tree_weights(Wx0 * 0.5), _k.tree_weights(dy.tanh(U0))
     xs = [dy.inputTensor(rng.randn(n_in, 2), batched=True) for _ in range(3)]
     leaves = [dy.nary_tree_lstm(x, Wx, U, b0) for x in xs]
     root = dy.nary_tree_lstm(xs[0], Wx, U, b0, leaves[0], dy.nary_tree_lstm(None, Wx, U, b0, *leaves[1:]))

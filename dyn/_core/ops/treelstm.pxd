@@ -1,38 +1,25 @@
-# Shared with src/_k_treeweights.pyx: a fused tree node's layout (implementation: src/_k_treelstm.pyx).
-from dyn._core.core.graph cimport Graph, Node
-from dyn._core.core.types cimport real
+# The fused tree nodes' definition (dyn/_core/ops/treelstm.pyx), shared with their CPU kernels
+# (dyn/_core/cpu/treelstm.pyx, dyn/_core/cpu/treeweights.pyx).
 
 cdef enum:
     NARY = 0          # N-ary Tree-LSTM
     RNN = 1           # tree RNN: h = tanh(b + Wx x + sum_j U_{e_j} h_j)
     CSUM = 2          # child-sum Tree-LSTM
 
+# A tree node (nary_tree_lstm, tree_rnn, child_sum_tree_lstm):
 # args: U, b [, Wx, x] [, Uc] , child_1 .. child_p
 # ia: 0 mode, 1 has x, 2 has Uc, 3 I, 4 H, 5 N;  fa[0] forget bias
-ctypedef struct Lay:
-    int mode, hx, huc, I, H, N, p, P, B, R, K, Rt, isz, c0
-    Node* n
-    Node* U
-    Node* b
-    Node* Wx
-    Node* x
-    Node* Uc
-    char* X       # I x B        gathered input
-    char* HC      # K x B        per-position child h sums (child-sum: sum of all, H x B)
-    char* CC      # K x B        per-position child c sums (cell terms)
-    char* HM      # H x pB       child-sum: every child's h, column b*p + j
-    char* A       # R x B        gates after their nonlinearities (child-sum: 4H x B)
-    char* F       # H x pB       child-sum: per-child forget gates
-    char* T       # H x B        tanh(c)
-    char* D       # R x B        gradient of the pre-activations (child-sum: 4H x B)
-    char* DF      # H x pB       child-sum: per-child forget pre-activation gradients
-    char* DC      # H x B        gradient of c
-    char* S       # max(I, H) x B  scratch
+# tree_state_part: ia[0] the part (0 h, 1 c).  tree_weights: the weight alias the tree nodes defer
+# their weight products to.
+cdef int OP_NARY, OP_RNN, OP_CSUM, OP_PART, OP_W
 
-# The layout for items of isz bytes (a kernel's sizeof(real)), G += D X^T, and a node's share of a
-# weight gradient (D: L.D typed), fused over the float type as the kernels are.
-cdef void _layout_isz(Graph* g, Node* n, Lay* L, int isz) noexcept
-cdef void _outer_r(int m, int k, int n, real* D, int ldd, real* X, int ldx, real* G, int ldg) noexcept
-cdef void _piece_direct_r(Lay* L, int role, int part, real* D) noexcept
 cdef bint is_tree_op(int op) noexcept
-cdef void set_weights_op(int op) noexcept
+
+
+cdef inline int _rows(int mode, int H, int P) noexcept nogil:
+    """Gate rows of a node with P child positions (the aux size and the kernels' layout agree on it)."""
+    if mode == NARY:
+        return (3 + P) * H
+    if mode == RNN:
+        return H
+    return 4 * H

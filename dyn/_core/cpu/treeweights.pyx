@@ -1,24 +1,21 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""tree_weights: deferred weight gradients for the fused tree nodes (src/_k_treelstm.pyx).
+"""tree_weights' CPU kernels: the deferred weight gradients of the fused tree nodes (its
+definition: dyn/_core/ops/treelstm.pyx; the tree nodes' kernels: dyn/_core/cpu/treelstm.pyx).
 
-A builder passes each weight matrix through one tree_weights node per graph.
-Tree nodes then skip their weight products (a rank-B update per node: slow
-for B = 1), and the wrapper, whose backward runs after all of theirs (it was
-created before them), does them as one matrix product per group of alike
-nodes: G += [D_1 D_2 ...] [X_1 X_2 ...]^T. Its value is the weight's own
-memory and its gradient the weight's gradient, so other consumers of the
-wrapper accumulate there directly.
+Tree nodes skip the products of a weight that comes through a tree_weights
+node (a rank-B update per node: slow for B = 1), and the wrapper, whose
+backward runs after all of theirs (it was created before them), does them as
+one matrix product per group of alike nodes: G += [D_1 D_2 ...] [X_1 X_2 ...]^T.
+Its value is the weight's own memory and its gradient the weight's gradient,
+so other consumers of the wrapper accumulate there directly.
 """
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
-from dyn._core.core.graph cimport set_autobatch, AB_ALIAS
-from dyn._core.core.graph cimport (
-    Graph, Node, declare_op, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_total, arg, F_FIXED, F_PGRAD, F_AB)
-from dyn._core.core.expr cimport node1, finish, Expression
+from dyn._core.core.graph cimport Graph, Node, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_total, arg, F_FIXED, F_AB
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.cpu cimport blas as _blas
-from dyn._core.ops.treelstm cimport (
-    Lay, CSUM, _layout_isz, _outer_r, _piece_direct_r, is_tree_op, set_weights_op)
+from dyn._core.cpu.treelstm cimport Lay, _layout_isz, _outer_r, _piece_direct_r
+from dyn._core.ops.treelstm cimport CSUM, OP_W, is_tree_op
 
 
 ctypedef struct Piece:
@@ -144,18 +141,6 @@ cdef void _flush(Graph* g, int me, int* ent, int ne, real* gy) noexcept:
     free(done)
 
 
-cdef int _shape_w(Graph* g, Node* n) except -1:
-    cdef Node* a = arg(g, n, 0)
-    n.dim = a.dim
-    if a.flags & F_FIXED:       # the weight's own memory, no copy
-        n.v = a.v
-        n.flags |= F_FIXED
-    if a.flags & F_PGRAD:       # and its gradient: nothing to zero or copy back
-        n.flags |= F_PGRAD
-        n.gptr = a.gptr
-    return 0
-
-
 # The kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
 # kernel table holds both specialisations, so neither asks which float type it runs in.
 
@@ -196,17 +181,5 @@ cdef void bwd_w(Graph* g, Node* n, int i, real* gy) noexcept:
         _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, a.g)
 
 
-cdef int OP_W = declare_op("tree_weights", _shape_w)
 set_kernels(OP_W, DEV_CPU, <kfwd_fn>fwd_w[float], <kfwd_fn>fwd_w[double],
             <kbwd_fn>bwd_w[float], <kbwd_fn>bwd_w[double])
-set_weights_op(OP_W)
-
-
-def tree_weights(W):
-    """W itself, as the node through which tree nodes defer their weight products (see above)."""
-    if not isinstance(W, Expression):
-        raise TypeError("tree_weights: W must be an Expression (or Parameters), got %s" % type(W).__name__)
-    return finish(node1(OP_W, W))
-
-# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
-set_autobatch(OP_W, AB_ALIAS)     # batches read the weight itself and do their own products
