@@ -1,9 +1,10 @@
-# Optimizer state and the lazy catch-up of idle lookup rows
-# (implementation: src/_k_catchup.pyx; the steps: src/_k_train.pyx).
+# Optimizer state, schedules and the lazy catch-up of idle lookup rows (implementation:
+# dyn/_core/train/catchup.pyx; the steps: dyn/_core/train/update.pyx), and the table through which
+# both reach a device's loops over parameter memory (the CPU's: dyn/_core/cpu/optim.pyx).
 cimport numpy as cnp
-from libc.math cimport exp, log
-from dyn._core.core.expr cimport ParamExpr
-from dyn._core.core.types cimport real# float or double: the state arrays are of the pool's float type
+from dyn._core.core.expr cimport ParamExpr, Pool
+from dyn._core.core.graph cimport Touch
+from dyn._core.core.types cimport real  # float or double: the state arrays are of the pool's float type
 
 cdef enum:
     SGD, MOMENTUM, ADAGRAD, ADADELTA, RMSPROP, ADAM, AMSGRAD, EG, SMORMS3
@@ -57,27 +58,60 @@ cdef class PState:
     cdef double* _seg(self) noexcept
     cdef _advance(self)
 
-# Row r of s's table brought to step t: catch_row_r with vb the pool's values as its float type
-# (a caller already fused over real), catch_row for the pool's float type (chosen there).
-cdef int catch_row_r(PState s, int r, long t, real* vb) except -1
+# The coefficients of the idle steps (t0, t] (cached per table; with buf, the replay's per-step
+# coefficients instead) and the replay's coefficients kept in s's scratch.
+cdef Coef* _coef(PState s, long t0, long t, int nS, int nR, double* buf, Coef* into) except NULL
+cdef double* _replay_buf(PState s, long t0, long t, int J) except NULL
+
+# Row r of s's table brought to step t; every row of it brought to its current step.
 cdef int catch_row(PState s, int r, long t) except -1
 cdef int catch_all(PState s) except -1
+
+
+cdef inline bint _moves_idle(int rule) noexcept:
+    return rule != SGD and rule != ADAGRAD
 
 
 cdef inline real* state_at(real* base, long off) noexcept nogil:
     """Item off of a state array (base: <real*>PState.sp[i]); NULL where the rule has no such array."""
     return base + off if base != NULL else NULL
 
+# ---------------------------------------------------------------- the loops over parameter memory
+# A device's, per float type (0 float32, 1 float64): vb / gb are the pool's values / gradients.
+# The CPU's (dyn/_core/cpu/optim.pyx) fill the table at import; trainers reach them through
+# opt_kernels, the one place that chooses the device and the float type.
 
-cdef inline void eg_norm(real* w, long n, double d) noexcept:
-    """w holds log x + h: w = d * exp(w - logsumexp(w))."""
-    cdef long i
-    cdef double mx = w[0], z = 0
-    for i in range(n):
-        if w[i] > mx:
-            mx = w[i]
-    for i in range(n):
-        z += exp(w[i] - mx)
-    mx += log(z)
-    for i in range(n):
-        w[i] = d * exp(w[i] - mx)
+# One rule step on elements [off, off + n) of s's parameter (its gradient consumed).
+ctypedef void (*run_fn)(PState s, void* vb, long off, long n) noexcept
+# A dense step over a whole lookup table whose touched rows are tc.
+ctypedef void (*dense_lookup_fn)(PState s, void* vb, Touch* tc) noexcept
+# EG's normalisation of the rows of rowsize elements in [off, off + n).
+ctypedef void (*eg_rows_fn)(PState s, void* vb, long off, long n, long rowsize) noexcept
+# The idle steps (t0, t] applied to the row at element offset off of s's table.
+ctypedef int (*catch_fn)(PState s, void* vb, long off, long t0, long t) except -1
+# Squared L2 norm of p's gradient; whether it holds a NaN or an infinity.
+ctypedef double (*sq_norm_fn)(ParamExpr p, void* gb) noexcept
+ctypedef bint (*nonfinite_fn)(ParamExpr p, void* gb) noexcept
+
+ctypedef struct OptKernels:
+    run_fn run
+    dense_lookup_fn run_dense_lookup
+    eg_rows_fn eg_rows
+    catch_fn catch_row
+    sq_norm_fn grad_sq_norm
+    nonfinite_fn has_nonfinite_grad
+
+cdef int set_opt_kernels(int device, int dtype, OptKernels* k) except -1
+cdef OptKernels* opt_kernels(Pool pool) except NULL
+
+
+cdef inline int catch_row_k(PState s, OptKernels* K, int r, long t) except -1:
+    """catch_row with the loops K already chosen (a caller's per-row loop)."""
+    cdef cnp.int64_t* last = s.lastp
+    cdef long t0 = last[r] if last[r] > s.base else s.base
+    cdef ParamExpr p = s.p
+    if t0 >= t:
+        return 0
+    K.catch_row(s, p.pool.vb, <long>r * p.rowsize, t0, t)
+    last[r] = t
+    return 0

@@ -1,6 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Optimizer state (Hyper: a rule's constants; PState: a parameter's state)
-and the exact lazy catch-up of idle lookup rows (the steps: src/_k_train.pyx).
+and the exact lazy catch-up of idle lookup rows (the steps: dyn/_core/train/update.pyx).
+This module keeps the schedules, the per-interval coefficients and the bookkeeping of
+which rows are current; the loops over parameter memory are a device's, reached through
+the table opt_kernels reads (the CPU's: dyn/_core/cpu/optim.pyx).
 
 Most rules move a row whose gradient is zero: momentum keeps moving it, Adam
 and AMSGrad move it by their decaying first moment, RMSProp/Adadelta/SMORMS3
@@ -8,7 +11,7 @@ decay their statistics, weight decay shrinks every value. Updating only the
 touched rows (DyNet) is then not the rule. Here each table keeps, per row,
 `last[r]`: the table step as of which the row is current. A row idle since
 step t0 is brought to step t ("caught up") before anything reads it (the
-hook in src/_expr.pyx) and before it takes its next step, by applying the
+hook in dyn/_core/core/expr.pyx) and before it takes its next step, by applying the
 k = t - t0 zero-gradient steps in closed form:
 
 * weight decay: DyNet's lazy global scale, per row. `L(t)` is the sum of
@@ -47,34 +50,24 @@ With exact off (DyNet's behaviour) idle rows only get the weight decay.
 from libc.math cimport sqrt, exp, expm1, log, pow, ceil
 cimport numpy as cnp
 import numpy as np
-from dyn._core.core.expr cimport ParamExpr
+from dyn._core.core.expr cimport ParamExpr, Pool
+from dyn._core.core.graph cimport DEV_CPU, NDEV
 
 cnp.import_array()
 
 cdef extern from "_fastopt.h" nogil:
     double dyn_dot_f64(const double* a, const double* b, long n)
-    void dyn_adam_catchup_range_f32(const float* v, const float* m, int n, double thrA, double thrB,
-                                    double* minA, double* maxB)
-    int dyn_adam_catchup_a_f32(const float* v, const float* m, int n, const double* S, int nS, double eps,
-                               double thrA, double* acc)
-    void dyn_adam_catchup_apply_f32(float* w, float* m, float* v, int n, const double* acc, double D,
-                                    double P1, double P2)
 
 cdef enum:
     PW_MAX = 4096    # K up to which Adam's interval sums are dot products with a powers table
 
 cdef enum:
-    SMORMS3_EXACT = 512  # SMORMS3 idle steps replayed exactly
     KMAX = 1 << 20
 
 RULES = {"sgd": SGD, "momentum": MOMENTUM, "adagrad": ADAGRAD, "adadelta": ADADELTA,
          "rmsprop": RMSPROP, "adam": ADAM, "amsgrad": AMSGRAD, "eg": EG, "smorms3": SMORMS3}
 NSTATE = {SGD: 0, MOMENTUM: 1, ADAGRAD: 1, ADADELTA: 2, RMSPROP: 1, ADAM: 2, AMSGRAD: 3,
           EG: 1, SMORMS3: 3}
-
-
-cdef inline bint _moves_idle(int rule) noexcept:
-    return rule != SGD and rule != ADAGRAD
 
 
 cdef inline bint _needs_lr(int rule) noexcept:
@@ -444,190 +437,6 @@ cdef Coef* _coef(PState s, long t0, long t, int nS, int nR, double* buf, Coef* i
     return c
 
 
-cdef void _smorms3_idle(double* gm, double* g2, double* M, long k, double eps) noexcept:
-    """k zero-gradient SMORMS3 steps of one element's (g, g2, mem)."""
-    cdef long i, n = k if k < SMORMS3_EXACT else SMORMS3_EXACT
-    cdef double r, a, a0, lp = 0.0, h, rem, y[2]
-    cdef double k1[2]
-    cdef double k2[2]
-    cdef double k3[2]
-    cdef double k4[2]
-    for i in range(n):
-        r = 1.0 / (M[0] + 1)
-        gm[0] *= 1 - r
-        g2[0] *= 1 - r
-        a = gm[0] * gm[0] / (g2[0] + eps)
-        M[0] = 1 + M[0] * (1 - a)
-    if k <= n:
-        return
-    # the rest as the ODE in (mem, log P) whose unit-time flow is one step
-    # (modified equation to first order); g and g2 both scale by P.
-    a0 = gm[0] * gm[0] / g2[0] if g2[0] > 0 else 0.0
-    rem = <double>(k - n)
-    y[0], y[1] = M[0], 0.0
-    while rem > 0:
-        h = y[0] / 16
-        if h > rem:
-            h = rem
-        _smorms3_field(y[0], y[1], a0, k1)
-        _smorms3_field(y[0] + h / 2 * k1[0], y[1] + h / 2 * k1[1], a0, k2)
-        _smorms3_field(y[0] + h / 2 * k2[0], y[1] + h / 2 * k2[1], a0, k3)
-        _smorms3_field(y[0] + h * k3[0], y[1] + h * k3[1], a0, k4)
-        y[0] += h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
-        y[1] += h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
-        rem -= h
-    M[0] = y[0]
-    gm[0] *= exp(y[1])
-    g2[0] *= exp(y[1])
-
-
-cdef inline void _smorms3_field(double M, double lp, double a0, double* out) noexcept:
-    # one step: P *= rho, mem = 1 + mem (1 - a0 P), rho = mem / (mem + 1);
-    # G = F - (DF . F) / 2 makes the ODE's unit-time flow match the step.
-    cdef double P = exp(lp), rho = M / (M + 1)
-    cdef double F1 = 1 - a0 * P * M * rho, F2 = log(rho)
-    cdef double D1 = -a0 * P * M * (M + 2) / ((M + 1) * (M + 1)) * F1 - a0 * P * M * rho * F2
-    out[0] = F1 - 0.5 * D1
-    out[1] = F2 - 0.5 * F1 / (M * (M + 1))
-
-
-cdef void _series_terms(HP* h, real* v, real* m, int n, long k, int* nS, int* nR) noexcept:
-    """Terms of Adam's two catch-up series this row needs for 1e-17: the
-    largest ratio of each series over the row's elements fixes the count."""
-    cdef int i, J = <int>(k if k < h.K else h.K)
-    cdef double sq2 = sqrt(h.b2), bJ = pow(sq2, J), thrA = 8 * h.eps / bJ, thrB = h.eps / (8 * sq2)
-    cdef double a0, lo = 1e300, hi = -1.0
-    if real is float:      # one vector pass
-        dyn_adam_catchup_range_f32(v, m, n, thrA, thrB, &lo, &hi)
-    else:
-        for i in range(n):
-            if m[i] == 0:
-                continue
-            a0 = sqrt(<double>v[i])
-            if a0 >= thrA and a0 < lo:
-                lo = a0
-            elif a0 <= thrB and a0 > hi:
-                hi = a0
-        lo = lo if lo < 1e300 else -1.0
-    # the largest ratio of series A is at the smallest sqrt(v), of series B at the largest
-    nS[0] = _nterms(h.eps / (lo * bJ)) if lo >= 0 else 0
-    nR[0] = _nterms(hi * sq2 / h.eps) if hi >= 0 else 0
-
-
-cdef inline int _nterms(double x) noexcept:
-    # x^n < 1e-17 (x <= 1/8 here)
-    if x <= 1e-17:
-        return 1
-    cdef int n = <int>ceil(log(1e-17) / log(x))
-    return n if n < NSER else NSER
-
-
-cdef double _adam_idle_sum(PState s, Coef* c, double a0, long t0, long t, double** buf) except? -1:
-    """The sum over the idle steps (t0, t] that moves an element by -m0 * sum
-    (m0 != 0, c.J > 0; a0 = sqrt(v0)); *buf holds the replay's coefficients once
-    an element needs them."""
-    cdef double eps = s.hyper.c.eps, y, acc = 0.0
-    cdef int j
-    if a0 >= c.thrA:            # eps small next to sqrt(v): series in eps / sqrt(v)
-        y = eps / a0
-        acc = c.S[c.nS - 1]
-        for j in range(c.nS - 2, -1, -1):
-            acc = c.S[j] - y * acc
-        return acc / a0
-    if a0 <= c.thrB:            # sqrt(v) small next to eps: series in sqrt(v) / eps
-        y = a0 / eps
-        acc = c.R[c.nR - 1]
-        for j in range(c.nR - 2, -1, -1):
-            acc = c.R[j] - y * acc
-        return acc / eps
-    if buf[0] == NULL:          # in between: replay the J steps
-        buf[0] = _replay_buf(s, t0, t, c.J)
-    for j in range(c.J):
-        acc += buf[0][j] / (a0 * buf[0][c.J + j] + eps)
-    return acc
-
-
-cdef enum:
-    CATCH_VEC = 1024     # float32 rows up to this size take the vector passes (stack scratch)
-
-
-cdef int _adam_row_f32(PState s, Coef* c, float* w, float* s0, float* s1, int n, long t0, long t) except -1:
-    """_catch_row_t's Adam case for a float32 row in vector passes: series A for
-    every element it covers (src/_fastopt.h, the arithmetic of _adam_idle_sum),
-    _adam_idle_sum for the rest, then one pass applying the sums."""
-    cdef HP* h = &s.hyper.c
-    cdef double acc[CATCH_VEC]
-    cdef double* buf = NULL
-    cdef double a0
-    cdef int i, rest
-    if c.J > 0:
-        rest = dyn_adam_catchup_a_f32(s1, s0, n, c.S, c.nS, h.eps, c.thrA, acc)
-        for i in range(n if rest else 0):
-            a0 = sqrt(<double>s1[i])
-            if s0[i] != 0.0 and a0 < c.thrA:
-                acc[i] = _adam_idle_sum(s, c, a0, t0, t, &buf)
-    else:
-        for i in range(n):
-            acc[i] = 0.0
-    dyn_adam_catchup_apply_f32(w, s0, s1, n, acc, c.D, c.P1, c.P2)
-    return 0
-
-
-cdef int _catch_row_t(PState s, real* w, real* s0, real* s1, real* s2, int n, long t0, long t) except -1:
-    """Apply the t - t0 zero-gradient steps (t0, t] to one row."""
-    cdef HP* h = &s.hyper.c
-    cdef Coef* c
-    cdef int i, nS = 0, nR = 0
-    cdef long k = t - t0
-    cdef double m0, acc, gm, g2, M
-    cdef double* buf = NULL
-    if h.exact and h.rule == ADAM:
-        _series_terms(h, s1, s0, n, k, &nS, &nR)
-    c = _coef(s, t0, t, nS, nR, NULL, NULL)
-    if not h.exact or not _moves_idle(h.rule):
-        if c.D != 1.0:
-            for i in range(n):
-                w[i] *= c.D
-        return 0
-    if h.rule == MOMENTUM:
-        for i in range(n):
-            w[i] = w[i] * c.D + c.A * s0[i]
-            s0[i] *= c.P1
-    elif h.rule == RMSPROP or h.rule == ADADELTA:
-        for i in range(n):
-            w[i] *= c.D
-            s0[i] *= c.P1
-            if h.rule == ADADELTA:
-                s1[i] *= c.P1
-    elif h.rule == AMSGRAD:
-        for i in range(n):
-            w[i] = w[i] * c.D - s0[i] * c.A / (sqrt(s2[i]) + h.eps)
-            s0[i] *= c.P1
-            s1[i] *= c.P2
-    elif h.rule == ADAM:
-        if real is float:
-            if n <= CATCH_VEC:
-                return _adam_row_f32(s, c, w, s0, s1, n, t0, t)
-        for i in range(n):
-            m0 = s0[i]
-            acc = _adam_idle_sum(s, c, sqrt(<double>s1[i]), t0, t, &buf) if m0 != 0.0 and c.J > 0 else 0.0
-            w[i] = w[i] * c.D - m0 * acc
-            s0[i] = m0 * c.P1
-            s1[i] *= c.P2
-    elif h.rule == EG:
-        for i in range(n):
-            w[i] = log(w[i]) + c.A * s0[i]
-            s0[i] *= c.P1
-        eg_norm(w, n, c.dlast)
-    elif h.rule == SMORMS3:
-        for i in range(n):
-            w[i] *= c.D
-            gm, g2, M = s0[i], s1[i], s2[i]
-            _smorms3_idle(&gm, &g2, &M, k, h.eps)
-            s0[i], s1[i], s2[i] = gm, g2, M
-    return 0
-
-
 cdef double* _replay_buf(PState s, long t0, long t, int J) except NULL:
     cdef Coef tmp
     if s.sk0 != t0 or s.sk1 != t or s.skv != s.ver:
@@ -638,29 +447,30 @@ cdef double* _replay_buf(PState s, long t0, long t, int J) except NULL:
     return <double*>cnp.PyArray_DATA(s.scratch)
 
 
-cdef int catch_row_r(PState s, int r, long t, real* vb) except -1:
-    """Row r brought up to step t (vb: the pool's values, of the pool's float type)."""
-    cdef cnp.int64_t* last = s.lastp
-    cdef long t0 = last[r] if last[r] > s.base else s.base
-    cdef ParamExpr p = s.p
-    cdef long off = <long>r * p.rowsize
-    if t0 >= t:
-        return 0
-    _catch_row_t(s, vb + p.off + off, state_at(<real*>s.sp[0], off), state_at(<real*>s.sp[1], off),
-                 state_at(<real*>s.sp[2], off), p.rowsize, t0, t)
-    last[r] = t
+# ---------------------------------------------------------------- the devices' loops
+# Each device's loops over parameter memory, per float type (the pool's dtype: 0 float32,
+# 1 float64), filled by the device's module at import (the CPU's: dyn/_core/cpu/optim.pyx).
+
+cdef OptKernels _OPT[NDEV][2]
+
+
+cdef int set_opt_kernels(int device, int dtype, OptKernels* k) except -1:
+    _OPT[device][dtype] = k[0]
     return 0
 
 
-# The float type is chosen here, once per call, from the pool's: catch_row_r's specialisations by dtype.
-ctypedef int (*catch_fn)(PState s, int r, long t, void* vb) except -1
-cdef catch_fn _CATCH[2]
-_CATCH[0] = <catch_fn>catch_row_r[float]
-_CATCH[1] = <catch_fn>catch_row_r[double]
+cdef OptKernels* opt_kernels(Pool pool) except NULL:
+    """The loops for the pool's float type, on the device of its memory (a pool's values and
+    gradients are host arrays: the CPU)."""
+    cdef OptKernels* k = &_OPT[DEV_CPU][pool.dtype]
+    if k.run == NULL:
+        raise NotImplementedError("dyn: no optimizer kernels for this device and float type")
+    return k
 
 
 cdef int catch_row(PState s, int r, long t) except -1:
-    return _CATCH[s.p.pool.dtype](s, r, t, s.p.pool.vb)
+    """Row r brought up to step t."""
+    return catch_row_k(s, opt_kernels(s.p.pool), r, t)
 
 
 cdef inline bint _idle_work(PState s) noexcept:
