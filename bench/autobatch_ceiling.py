@@ -6,7 +6,7 @@ unbatched speed. Whatever the engine does, an autobatched step has to do its bat
 products. This script takes the batches the engine forms for each graph (``_autobatch.batches()``
 after the forward pass; a tree node that runs alone counts as a batch of one) and replays their
 products with the BLAS dyn calls (scipy's OpenBLAS), one call each, as the fused tree kernel does
-them (src/_k_treelstm.pyx): per batch of m nodes with P children each, R = (3 + P) H gate rows
+them (dyn/_core/cpu/treelstm.pyx): per batch of m nodes with P children each, R = (3 + P) H gate rows
 (i, o, u and a forget gate per child) and K = P H children's state rows (inner nodes) or the
 embedding size (leaves, P = 0),
 

@@ -1,7 +1,7 @@
 """Parameters, lookup tables, their collections and initialisers.
 
 All parameters of one float type live in one contiguous pool (values and
-gradients, see src/_expr.pyx): a dense optimiser step is one pass over it.
+gradients, see dyn/_core/core/expr.pyx): a dense optimiser step is one pass over it.
 A Parameters object *is* an Expression: used in an operation, it joins the
 current graph once per graph, pointing straight at its values (no copy).
 """

@@ -6,7 +6,7 @@ accumulated gradients, then clears them. Lookup tables are updated sparsely
 by default: a step costs the rows the minibatch touched, not the vocabulary,
 and is nevertheless *exact*: rows left idle are brought up to date the moment
 anything reads them (a lookup, the table used whole, as_array, saving), with
-the closed forms described in src/_k_catchup.pyx, so sparse training gives the
+the closed forms described in dyn/_core/train/catchup.pyx, so sparse training gives the
 values dense training gives (to float32 precision). ``set_sparse_updates(True,
 exact=False)`` gives DyNet's approximate sparse updates (idle rows keep their
 optimizer state frozen); ``set_sparse_updates(False)`` updates whole tables.
@@ -57,7 +57,7 @@ class Trainer:
         updates, clips: update() calls and clipped updates so far.
     """
 
-    _rule = None  # name of the rule in src/_k_catchup.pyx (RULES)
+    _rule = None  # name of the rule in dyn/_core/train/catchup.pyx (RULES)
     _state_names = ()  # names of the rule's per-element state arrays
 
     def __init__(self, m, learning_rate, **consts):

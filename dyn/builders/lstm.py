@@ -27,7 +27,7 @@ The standard LSTM (VanillaLSTMBuilder, per layer, gate rows [i; f; o; g])
 Fast path: a whole input list is projected in one matrix-matrix product
 ``b + W_x [x_1 .. x_T]`` and each step is one fused lstm_step node (gates,
 cell and output) whose value is h_t, the layer's output; c_t stays in the
-node's scratch for the next step (src/_k_rnn.pyx), and ``s()``/``c()`` copy
+node's scratch for the next step (dyn/_core/cpu/rnn.pyx), and ``s()``/``c()`` copy
 it out only when asked for. With zoneout the steps are the public
 ``dy.lstm_step`` (value [h; c]) and ``dy.lstm_step_h``. Layer norm
 (``ln_lstm=True``) runs composed from plain operations. The training tricks

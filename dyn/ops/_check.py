@@ -6,7 +6,7 @@ float where an integer is expected, None, a string, an array), ValueError for
 a value out of its domain, IndexError for an index out of range. They are
 cheap (isinstance and comparisons) so that op wrappers can call them on every
 call. The compiled kernels check their own arguments the same way
-(src/_kutil.pyx, src/_k_shape.pyx).
+(dyn/_core/ops/util.pyx, dyn/_core/ops/shape.pyx).
 """
 
 from __future__ import annotations

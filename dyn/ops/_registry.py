@@ -1,7 +1,7 @@
 """The operation registry: every operation is declared here once.
 
 An operation's computation (shape rule, forward, backward) is compiled in
-``src/_k_<family>.pyx``; its Python face is declared in ``dyn/ops/<family>.py``
+``dyn/_core/ops/<family>.pyx``; its Python face is declared in ``dyn/ops/<family>.py``
 with :func:`op`, which records what the rest of dyn needs to know about it:
 
 * the public function (exported as ``dyn.<name>``) and its docstring,

@@ -1,4 +1,4 @@
-"""Arithmetic operations (compiled in src/_k_arith.pyx)."""
+"""Arithmetic operations (compiled in dyn/_core/ops/arith.pyx and dyn/_core/cpu/arith.pyx)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Convolution and pooling (compiled in src/_k_conv.pyx).
+"""Convolution and pooling (compiled in dyn/_core/ops/conv.pyx and dyn/_core/cpu/conv.pyx).
 
 Layout as DyNet: a batch element of ``x`` is H x W x C, column-major (a 2-D
 ``x`` has C = 1); a conv2d filter is FH x FW x Ci x Co. ``stride`` and

@@ -1,6 +1,6 @@
 """Elementwise math: sqrt, abs, powers, erf, trig and hyperbolic functions,
 log_sigmoid, lgamma, softsign, elu/selu/silu, rounding, bmin/bmax and
-emax/emin (compiled in src/_k_math.pyx)."""
+emax/emin (compiled in dyn/_core/ops/math.pyx and dyn/_core/cpu/math.pyx)."""
 
 from __future__ import annotations
 

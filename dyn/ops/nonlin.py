@@ -1,5 +1,5 @@
 """Nonlinearities, the softmax family, softmax losses, dropout and noise
-(compiled in src/_k_nonlin.pyx)."""
+(compiled in dyn/_core/ops/nonlin.pyx; kernels in dyn/_core/cpu/nonlin.pyx and softmax.pyx)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Random sampling and the dropout variants with shared masks (compiled in
-src/_k_random.pyx).
+dyn/_core/ops/random.pyx and dyn/_core/cpu/random.pyx).
 
 Samples are drawn at forward from the graph's generator, so
 ``dy.reset_random_seed(s)`` (or ``dyn.init(random_seed=s)``) before building

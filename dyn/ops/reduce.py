@@ -1,4 +1,4 @@
-"""Reductions and moments (compiled in src/_k_reduce.pyx).
+"""Reductions and moments (compiled in dyn/_core/ops/reduce.pyx and dyn/_core/cpu/reduce.pyx).
 
 One compiled kernel reduces any set of dims (and/or the batch) of a tensor of
 up to 7 dims; sums, means, moments, standard deviations, max/min and

@@ -1,4 +1,4 @@
-"""Shape, selection and batch manipulation (compiled in src/_k_shape.pyx).
+"""Shape, selection and batch manipulation (compiled in dyn/_core/ops/shape.pyx and dyn/_core/cpu/shape.pyx).
 
 Indices are DyNet's unsigned ints: any iterable of Python or numpy ints; a
 negative index raises IndexError (only Expression indexing, ``x[-1]``,

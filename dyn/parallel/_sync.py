@@ -9,7 +9,7 @@ buffer, one collective per maximal contiguous run of them (parameters are
 allocated one after another, so a model is usually 1-3 runs); a lookup table
 exchanges only the rows it touched, as (index, row) pairs, merged by index,
 and the touched set becomes the union, so the trainer's exact sparse update
-(src/_k_catchup.pyx) runs identically everywhere.
+(dyn/_core/train/catchup.pyx) runs identically everywhere.
 
 ``run_sync`` is the loop of one rank: every global batch of size x batch_size
 examples (one permutation per epoch from the seed, the same on every rank) is

@@ -320,7 +320,7 @@ def test_numpy_integers_still_work():
     )
     assert dy.mean_dim(x, [0], np.bool_(False)).dim() == ((4,), 1)
     assert dy.mean_dim(x, [0], 0).dim() == ((4,), 1)
-    # the compiled wrappers' checks (src/_kutil.pyx int_arg, number_arg, flag_arg) take them too
+    # the compiled wrappers' checks (dyn/_core/ops/util.pyx int_arg, number_arg, flag_arg) take them too
     assert dy.sum_dim(x, [np.int32(0)], np.bool_(True), np.int64(3)).dim() == ((4,), 1)
     assert dy.sum_dim(x, [1], 1, 0).dim() == ((3,), 1)
     assert dy.softmax(x, np.int64(1)).dim() == ((3, 4), 1)

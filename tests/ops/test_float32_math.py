@@ -1,4 +1,4 @@
-"""float32 tanh/logistic use vectorised approximations (src/_fastmath.h):
+"""float32 tanh/logistic use vectorised approximations (dyn/_core/cpu/_fastmath.h):
 check them against float64 references over the whole float range."""
 
 import numpy as np
@@ -76,7 +76,7 @@ def test_pickneglogsoftmax_float32_minus_infinity():
 
 
 def test_affine_transform_batched_bias_gradient_float32():
-    """One bias for a batch of columns: its gradient is summed in one pass (src/_fastmath.h)."""
+    """One bias for a batch of columns: its gradient is summed in one pass (dyn/_core/cpu/_fastmath.h)."""
     rng = np.random.RandomState(1)
     for rows, batch in ((7, 1), (9, 5), (300, 13)):
         m = dy.ParameterCollection()

@@ -75,7 +75,7 @@ def test_adam_learns_xor():
 
 
 def test_adam_float32_matches_reference():
-    """float32 steps run a separate vectorised loop (src/_fastopt.h)."""
+    """float32 steps run a separate vectorised loop (dyn/_core/cpu/_fastopt.h)."""
     rng = np.random.RandomState(2)
     w0, x = rng.randn(40, 30).astype(np.float32).astype(np.float64), rng.randn(30)
     _, W = _train_against_reference(w0, x, 20, rtol=2e-4, atol=2e-5)
@@ -84,7 +84,7 @@ def test_adam_float32_matches_reference():
 
 def test_adam_dense_lookup_step_matches_reference():
     """A dense float32 step runs the untouched rows through a loop that never reads
-    the gradient (src/_fastopt.h): every row must still move as dense Adam says."""
+    the gradient (dyn/_core/cpu/_fastopt.h): every row must still move as dense Adam says."""
     rng = np.random.RandomState(3)
     e0 = rng.randn(40, 8).astype(np.float32).astype(np.float64)
     m = dy.ParameterCollection()

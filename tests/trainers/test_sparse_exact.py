@@ -161,7 +161,7 @@ def test_adam_catch_up_every_regime_and_long_idle(float64):
 
 
 def test_adam_catch_up_every_regime_float32():
-    """float32 rows take the vectorised catch-up (src/_fastopt.h): the same idle
+    """float32 rows take the vectorised catch-up (dyn/_core/cpu/_fastopt.h): the same idle
     stretches and gradient scales (both series and the replay) as above, sparse
     against dense float32 and both against the float64 reference."""
     gen, e = _regime_gradients()

@@ -5,7 +5,7 @@ BatchedExecutionEngine; Neubig, Goldberg and Dyer 2017).
 
 Switched on per graph (``renew_cg(autobatching=True)``, ``--dynet-autobatch 1``,
 ``dyn.init(autobatch=True)``); the graph module then hands every forward and
-backward here (src/_graph.pyx: forward_to, backward_from).
+backward here (dyn/_core/core/graph.pyx: forward_to, backward_from).
 
 Forward, over the nodes not yet computed up to the requested one:
 
@@ -114,7 +114,7 @@ cdef int* KLEN = NULL
 cdef unsigned long* KHASH = NULL
 cdef int nsig = 0, csig = 0
 cdef int* HT = NULL          # open addressing: sig id or 0
-cdef int LASTSIG[256]        # per op code (at most 256, src/_graph.pyx): its last signature, or 0
+cdef int LASTSIG[256]        # per op code (at most 256, dyn/_core/core/graph.pyx): its last signature, or 0
 cdef int htcap = 0
 cdef double* SDSUM = NULL
 cdef int* SCNT = NULL

@@ -145,7 +145,7 @@ cdef class Expression:
         """Back-propagate from this scalar node; parameters accumulate gradients."""
         backward_from(self.node_id(False), full)
 
-    # Arithmetic operators call C functions registered by src/_k_arith.pyx:
+    # Arithmetic operators call C functions registered by dyn/_core/ops/arith.pyx:
     # no dictionary lookup or Python-level call per node.
     def __add__(x, y):
         return BINOPS[BIN_ADD](x, y)

@@ -1,4 +1,4 @@
-# C-level API of the computation graph (implementation: src/_graph.pyx).
+# C-level API of the computation graph (implementation: dyn/_core/core/graph.pyx).
 #
 # A graph is a table of Node records appended in creation order, so forward is
 # a plain loop up to a node and backward a plain reverse loop. Values and
@@ -106,7 +106,7 @@ ctypedef struct OpKernel:
     int aux_bytes_per_elem   # scratch per output element (in items)
     char name[32]
 
-# ---- automatic batching (engine: src/_autobatch.pyx)
+# ---- automatic batching (engine: dyn/_core/core/autobatch.pyx)
 # How nodes of an op run as one node whose batch is the concatenation of theirs.
 cdef enum:
     AB_ON = 1          # nodes of this op can run as one batched node

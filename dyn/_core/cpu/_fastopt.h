@@ -84,14 +84,14 @@ DYN_CLONES_OPT static void dyn_adam_f32_nograd(float* restrict w, float* restric
 }
 
 /* sum a[j] b[j] over n doubles, in vector lanes (the lazy Adam catch-up's
- * interval sums, src/_k_catchup.pyx). */
+ * interval sums, dyn/_core/train/catchup.pyx). */
 DYN_CLONES_OPT static double dyn_dot_f64(const double* restrict a, const double* restrict b, long n) {
     double s = 0.0;
 #pragma omp simd reduction(+ : s)
     for (long j = 0; j < n; j++) s += a[j] * b[j];
     return s;
 }
-/* The lazy Adam catch-up of one float32 row (src/_k_catchup.pyx, whose
+/* The lazy Adam catch-up of one float32 row (dyn/_core/train/catchup.pyx, whose
  * scalar loop this vectorises; the arithmetic per element is the same).
  *
  * dyn_adam_catchup_range_f32: over the elements with m != 0, the smallest

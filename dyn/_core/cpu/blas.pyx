@@ -4,7 +4,7 @@
 Matrix-vector products and rank-1 updates of small matrices (the per-example
 shapes of dynamic graphs: 32x32 ... 64x64) run as plain compiled loops: at
 those sizes OpenBLAS's call overhead costs more than the arithmetic
-(src/_smallblas.h).
+(_smallblas.h).
 """
 from scipy.linalg.cython_blas cimport (
     sgemm, dgemm, sgemv, dgemv, sger, dger, saxpy, daxpy, sscal, dscal, sdot, ddot)

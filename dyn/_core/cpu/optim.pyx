@@ -141,8 +141,8 @@ cdef void _run(PState s, real* vb, long off, long n) noexcept:
     cdef HP* h = &s.hyper.c
     cdef real* w = vb + p.off + off
     cdef real* g = <real*>p.pool.gb + p.off + off
-    cdef unsigned csr = dyn_ftz_begin()     # denormals flushed (see src/_fastopt.h)
-    if real is float and h.rule == ADAM:    # the hot case: one vector pass (src/_fastopt.h)
+    cdef unsigned csr = dyn_ftz_begin()     # denormals flushed (see _fastopt.h)
+    if real is float and h.rule == ADAM:    # the hot case: one vector pass (_fastopt.h)
         dyn_adam_f32(w, g, state_at(<real*>s.sp[0], off), state_at(<real*>s.sp[1], off), n, h.gscale, h.l2,
                      1 - h.b1, 1 - h.b2, h.alpha, h.eps, h.d)
     else:
@@ -325,7 +325,7 @@ cdef enum:
 
 cdef int _adam_row_f32(PState s, Coef* c, float* w, float* s0, float* s1, int n, long t0, long t) except -1:
     """_catch_row_t's Adam case for a float32 row in vector passes: series A for
-    every element it covers (src/_fastopt.h, the arithmetic of _adam_idle_sum),
+    every element it covers (_fastopt.h, the arithmetic of _adam_idle_sum),
     _adam_idle_sum for the rest, then one pass applying the sums."""
     cdef HP* h = &s.hyper.c
     cdef double acc[CATCH_VEC]

@@ -329,7 +329,7 @@ OP_SUMB = declare_op("sum_batches", _shape_sumb)
 def sum_batches(x):
     return finish(node1(OP_SUMB, x))
 
-# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+# ---------------------------------------------------------------- automatic batching (dyn/_core/core/autobatch.pyx)
 set_autobatch(OP_CW, AB_ON | AB_BCAST)
 set_autobatch(OP_AFFS, AB_ON)
 set_autobatch(OP_MM, AB_ON | AB_BCAST, 1)              # W x_1, W x_2, ... -> W [x_1 x_2 ...]

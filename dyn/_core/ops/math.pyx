@@ -120,6 +120,6 @@ def elist(xs, bint mx):
     cg().nodes[nid].ia[0] = mx
     return finish(nid)
 
-# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+# ---------------------------------------------------------------- automatic batching (dyn/_core/core/autobatch.pyx)
 set_autobatch(OP_UNARY, AB_ON)
 set_autobatch(OP_BMINMAX, AB_ON)

@@ -230,7 +230,7 @@ def nobackprop(x):
     g_node(nid).flags = (g_node(nid).flags & ~F_NG) | F_CONST
     return finish(nid)
 
-# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+# ---------------------------------------------------------------- automatic batching (dyn/_core/core/autobatch.pyx)
 set_autobatch(OP_UNARY, AB_ON)
 set_autobatch(OP_SOFTMAX, AB_ON)
 set_autobatch(OP_LOGSOFTMAX, AB_ON)

@@ -414,5 +414,5 @@ OP_POW = declare_op("pow", _shape_pow)
 def pow(x, y):
     return finish(node2(OP_POW, x, y))
 
-# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+# ---------------------------------------------------------------- automatic batching (dyn/_core/core/autobatch.pyx)
 set_autobatch(OP_CAT, AB_ON, 0, 0x3f, NULL, NULL, AB_PTR_ALL)   # _cat reads per-member arguments

@@ -337,7 +337,7 @@ def tree_weights(W):
         raise TypeError("tree_weights: W must be an Expression (or Parameters), got %s" % type(W).__name__)
     return finish(node1(OP_W, W))
 
-# ---------------------------------------------------------------- automatic batching (src/_autobatch.pyx)
+# ---------------------------------------------------------------- automatic batching (dyn/_core/core/autobatch.pyx)
 # Tree nodes with the same number of children (of different trees, or of one)
 # run as one node: U, b, Wx, Uc shared (through their tree_weights aliases,
 # which the engine replaces by the weights), x and the children concatenated.

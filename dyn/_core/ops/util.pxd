@@ -1,4 +1,4 @@
-# Helpers shared by the kernel families (src/_k_*.pyx): argument checks that
+# Helpers shared by the operation families (dyn/_core/ops/*.pyx): argument checks that
 # name the public operation, and the batch rule of most ops.
 from libc.math cimport exp, tanh
 from dyn._core.core.graph cimport Graph, Node, Dim, cg, dim_size

@@ -17,7 +17,7 @@ ctypedef struct HP:
     double gscale, alpha, d     # this step: clip scale, bias-corrected rate, 1 - lambda
     long gstep                  # this step's global number (1-based)
     int exact
-    int K                       # idle steps that matter (see src/_k_catchup.pyx)
+    int K                       # idle steps that matter (see dyn/_core/train/catchup.pyx)
     double rr[NSER]             # Adam's series ratios b1 b2^(-(n+1)/2) and b1 b2^(n/2)
     double ru[NSER]
 
