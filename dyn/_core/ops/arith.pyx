@@ -4,14 +4,14 @@ affine (x*a + c), matrix product, affine_transform, dot products, sums and
 norms. Each op: shape rule, node constructors, labels and automatic batching
 (the CPU kernels: dyn/_core/cpu/arith.pyx).
 """
-from dyn._core.core.graph import set_labels
 from dyn._core.core.graph cimport set_autobatch, AB_ON, AB_BCAST, AB_SHARE_ODD
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, declare_op, dim_cols, dim_str, arg, dim_eq_nobatch)
 from dyn._core.core.expr cimport (
     node1, node2, noden, finish, Expression, set_binop, binop_fn, BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV)
 from dyn._core.cpu.bcast cimport _ext
-from dyn._core.ops.util cimport arg_dims, batch_rule, expr_arg, g_node, number_arg
+from dyn._core.ops.util cimport (
+    arg_dims, batch_rule, declare_labelled, expr_arg, g_node, number_arg, same_dims_rule)
 
 # ---------------------------------------------------------------- elementwise binary
 
@@ -37,8 +37,7 @@ cdef int _shape_cw(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_CW = declare_op("cwise", _shape_cw)
-set_labels("cwise", 0, ("+", "-", "cmult", "cdiv"))   # ADD, SUB, MUL, DIV
+OP_CW = declare_labelled("cwise", _shape_cw, 0, ("+", "-", "cmult", "cdiv"))   # ADD, SUB, MUL, DIV
 
 
 cdef tuple _CW_NAMES = ("+", "-", "cmult", "cdiv")     # ADD, SUB, MUL, DIV
@@ -227,15 +226,7 @@ def affine_transform(exprs):
 # ---------------------------------------------------------------- esum
 
 cdef int _shape_esum(Graph* g, Node* n) except -1:
-    cdef int i
-    cdef Node* a = arg(g, n, 0)
-    for i in range(1, n.nargs):
-        if not dim_eq_nobatch(&a.dim, &arg(g, n, i).dim):
-            raise ValueError("esum: all expressions must have the same dimensions, got %s"
-                             % arg_dims(g, n))
-    n.dim = a.dim
-    n.dim.bd = batch_rule(g, n, "esum")
-    return 0
+    return same_dims_rule(g, n, "esum")
 
 
 OP_ESUM = declare_op("esum", _shape_esum)
@@ -253,8 +244,7 @@ cdef int _shape_scalar(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_RED = declare_op("reduce_elems", _shape_scalar)
-set_labels("reduce_elems", 0, ("sum_elems", "squared_norm", "l2_norm"))
+OP_RED = declare_labelled("reduce_elems", _shape_scalar, 0, ("sum_elems", "squared_norm", "l2_norm"))
 
 
 cdef Expression _reduce(object x, int kind):
@@ -293,8 +283,7 @@ cdef int _shape_pair_scalar(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_PAIR = declare_op("pair_reduce", _shape_pair_scalar)
-set_labels("pair_reduce", 0, ("dot_product", "squared_distance"))
+OP_PAIR = declare_labelled("pair_reduce", _shape_pair_scalar, 0, ("dot_product", "squared_distance"))
 
 
 cdef Expression _pair(object x, object y, int kind):

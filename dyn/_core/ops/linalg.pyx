@@ -8,10 +8,11 @@ Ops that DyNet runs on unbatched tensors only (inverse, logdet,
 trace_of_product, contract3d_1d_1d, circ_conv/corr, kmh_ngram) reject a
 batched argument when the expression is created.
 """
-from dyn._core.core.graph import set_labels
 from dyn._core.core.graph cimport Graph, Node, declare_op, dim_cols, dim_str, arg, dim_eq_nobatch
-from dyn._core.core.expr cimport node1, node2, noden, finish, Expression
-from dyn._core.ops.util cimport arg_dims, batch_rule, expr_arg, g_node, int_arg, looks_like_vector
+from dyn._core.core.expr cimport node1, noden, finish
+from dyn._core.ops.util cimport (
+    arg_dims, batch_rule, binary, binary_kind, declare_labelled, expr_arg, g_node, int_arg, looks_like_vector,
+    out_like)
 
 # ---------------------------------------------------------------- helpers
 
@@ -33,18 +34,14 @@ cdef int _shape_cwa(Graph* g, Node* n) except -1:
     if x.dim.nd != 2 or y.dim.nd > 2 or not looks_like_vector(&y.dim) or y.dim.d[0] != x.dim.d[0]:
         raise ValueError("colwise_add: x must be an M x N matrix and y a vector of M rows, got %s and %s"
                          % (dim_str(&x.dim), dim_str(&y.dim)))
-    n.dim = x.dim
-    n.dim.bd = batch_rule(g, n, "colwise_add")
-    return 0
+    return out_like(g, n, x, "colwise_add")
 
 
 OP_CWA = declare_op("colwise_add", _shape_cwa)
 
 
 def colwise_add(x, y):
-    expr_arg(x, "colwise_add")
-    expr_arg(y, "colwise_add")
-    return finish(node2(OP_CWA, x, y))
+    return binary(OP_CWA, x, y, "colwise_add")
 
 # ---------------------------------------------------------------- contract3d_1d(_bias): z_ij = sum_k x_ijk y_k (+ b_ij)
 
@@ -69,9 +66,7 @@ OP_C31 = declare_op("contract3d_1d", _shape_c31)
 
 
 def contract3d_1d(x, y):
-    expr_arg(x, "contract3d_1d")
-    expr_arg(y, "contract3d_1d")
-    return finish(node2(OP_C31, x, y))
+    return binary(OP_C31, x, y, "contract3d_1d")
 
 
 def contract3d_1d_bias(x, y, b):
@@ -136,8 +131,7 @@ cdef int _shape_square(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_SQUARE = declare_op("inverse_logdet", _shape_square)
-set_labels("inverse_logdet", 0, ("inverse", "logdet"))   # INVERSE, LOGDET
+OP_SQUARE = declare_labelled("inverse_logdet", _shape_square, 0, ("inverse", "logdet"))   # INVERSE, LOGDET
 
 
 def inverse(x):
@@ -169,9 +163,7 @@ OP_TOP = declare_op("trace_of_product", _shape_top)
 
 
 def trace_of_product(x, y):
-    expr_arg(x, "trace_of_product")
-    expr_arg(y, "trace_of_product")
-    return finish(node2(OP_TOP, x, y))
+    return binary(OP_TOP, x, y, "trace_of_product")
 
 # ---------------------------------------------------------------- circ_conv, circ_corr (direct O(n^2): vectors are short)
 
@@ -186,24 +178,15 @@ cdef int _shape_circ(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_CIRC = declare_op("circ_conv_corr", _shape_circ)
-set_labels("circ_conv_corr", 0, ("circ_conv", "circ_corr"))   # CONV, CORR
-
-
-cdef Expression _circular(object u, object v, int kind, str name):
-    expr_arg(u, name)
-    expr_arg(v, name)
-    cdef int nid = node2(OP_CIRC, u, v)
-    g_node(nid).ia[0] = kind
-    return finish(nid)
+OP_CIRC = declare_labelled("circ_conv_corr", _shape_circ, 0, ("circ_conv", "circ_corr"))   # CONV, CORR
 
 
 def circ_conv(u, v):
-    return _circular(u, v, CONV, "circ_conv")
+    return binary_kind(OP_CIRC, u, v, CONV, "circ_conv")
 
 
 def circ_corr(u, v):
-    return _circular(u, v, CORR, "circ_corr")
+    return binary_kind(OP_CIRC, u, v, CORR, "circ_corr")
 
 # ---------------------------------------------------------------- kmh_ngram: column j = sum of columns j..j+n-1
 

@@ -14,34 +14,18 @@ constrained_softmax, weight_norm, ...) these ops treat each batch element
 separately, and an argument of batch 1 is shared by every batch element (its
 gradient is summed over the batch).
 """
-from dyn._core.core.graph import set_labels
 from dyn._core.core.graph cimport (
     Graph, Node, declare_op, dim_size, dim_total, dim_str, arg, idx, set_indices, dim_eq_nobatch, F_NG,
     F_CONST)
 from dyn._core.core.expr cimport node1, node2, noden, finish, Expression
 from dyn._core.ops.util cimport (
-    batch_rule, expr_arg, g_node, index_arg, indices_arg, int_arg, looks_like_vector, number_arg,
-    scalar_out)
+    batch_rule, binary, declare_labelled, expr_arg, g_node, index_arg, indices_arg, int_arg,
+    looks_like_vector, number_arg, out_like, picked_vector_check, scalar_out, vector_rule)
 
 # ---------------------------------------------------------------- hinge, hinge_batch
 
 cdef int _shape_hinge(Graph* g, Node* n) except -1:
-    cdef Node* x = arg(g, n, 0)
-    cdef str name = "hinge_batch" if n.ia[0] else "hinge"
-    cdef int k, m = x.dim.d[0]
-    cdef int* v = idx(g, n)
-    if not looks_like_vector(&x.dim):
-        raise ValueError("%s: x must be a vector (every dimension after the first 1), got %s"
-                         % (name, dim_str(&x.dim)))
-    if not n.ia[0] and x.dim.bd != 1:
-        raise ValueError("hinge: x is batched (%s) but one index was given; use "
-                         "hinge_batch(x, [one index per batch element])" % dim_str(&x.dim))
-    if x.dim.bd != 1 and n.nidx != x.dim.bd:
-        raise ValueError("hinge_batch: %d indices for x of batch size %d (%s); give one index per "
-                         "batch element" % (n.nidx, x.dim.bd, dim_str(&x.dim)))
-    for k in range(n.nidx):
-        if v[k] >= m:
-            raise IndexError("%s: index %d out of range for x of dim %s" % (name, v[k], dim_str(&x.dim)))
+    picked_vector_check(g, n, "hinge", "hinge_batch")
     scalar_out(n, n.nidx)
     return 0
 
@@ -134,8 +118,7 @@ cdef int _shape_pairloss(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_PAIRLOSS = declare_op("pair_loss", _shape_pairloss)
-set_labels("pair_loss", 0, _PAIR_NAMES)
+OP_PAIRLOSS = declare_labelled("pair_loss", _shape_pairloss, 0, _PAIR_NAMES)
 
 
 cdef Expression _pairloss(int kind, object x, object y, double c):
@@ -191,9 +174,7 @@ cdef int _shape_prl(Graph* g, Node* n) except -1:
     if a.dim.nd > 2 or a.dim.d[0] != 1 or not dim_eq_nobatch(&a.dim, &b.dim):
         raise ValueError("pairwise_rank_loss: x and y must be scalars or row vectors {1,n} of the same "
                          "dimensions, got %s and %s" % (dim_str(&a.dim), dim_str(&b.dim)))
-    n.dim = a.dim
-    n.dim.bd = batch_rule(g, n, "pairwise_rank_loss")
-    return 0
+    return out_like(g, n, a, "pairwise_rank_loss")
 
 
 OP_PRL = declare_op("pairwise_rank_loss", _shape_prl)
@@ -210,12 +191,7 @@ def pairwise_rank_loss(x, y, m=1.0):
 # ---------------------------------------------------------------- sparsemax, sparsemax_loss
 
 cdef int _shape_sparsemax(Graph* g, Node* n) except -1:
-    cdef Node* x = arg(g, n, 0)
-    if not looks_like_vector(&x.dim):
-        raise ValueError("sparsemax: x must be a vector (every dimension after the first 1), got %s"
-                         % dim_str(&x.dim))
-    n.dim = x.dim
-    return 0
+    return vector_rule(g, n, "sparsemax")
 
 
 # aux: one sort-scratch item per element
@@ -267,9 +243,7 @@ cdef int _shape_csm(Graph* g, Node* n) except -1:
     if not looks_like_vector(&x.dim) or not dim_eq_nobatch(&x.dim, &u.dim):
         raise ValueError("constrained_softmax: x and the bounds y must be vectors of the same dimensions, "
                          "got %s and %s" % (dim_str(&x.dim), dim_str(&u.dim)))
-    n.dim = x.dim
-    n.dim.bd = batch_rule(g, n, "constrained_softmax")
-    return 0
+    return out_like(g, n, x, "constrained_softmax")
 
 
 # aux: the clipped-set mask, one item per output element
@@ -277,9 +251,7 @@ OP_CSM = declare_op("constrained_softmax", _shape_csm, 1)
 
 
 def constrained_softmax(x, y):
-    expr_arg(x, "constrained_softmax")
-    expr_arg(y, "constrained_softmax")
-    return finish(node2(OP_CSM, x, y))
+    return binary(OP_CSM, x, y, "constrained_softmax")
 
 # ---------------------------------------------------------------- layer_norm
 
@@ -288,9 +260,7 @@ cdef int _shape_ln(Graph* g, Node* n) except -1:
     if not dim_eq_nobatch(&x.dim, &arg(g, n, 1).dim) or not dim_eq_nobatch(&x.dim, &arg(g, n, 2).dim):
         raise ValueError("layer_norm: g and b must have the dimensions of x, got x %s, g %s, b %s"
                          % (dim_str(&x.dim), dim_str(&arg(g, n, 1).dim), dim_str(&arg(g, n, 2).dim)))
-    n.dim = x.dim
-    n.dim.bd = batch_rule(g, n, "layer_norm")
-    return 0
+    return out_like(g, n, x, "layer_norm")
 
 
 OP_LN = declare_op("layer_norm", _shape_ln)
@@ -309,18 +279,14 @@ cdef int _shape_wn(Graph* g, Node* n) except -1:
     if dim_size(&gn.dim) != 1:
         raise ValueError("weight_norm: g must have a single element, got %s (w is %s)"
                          % (dim_str(&gn.dim), dim_str(&w.dim)))
-    n.dim = w.dim
-    n.dim.bd = batch_rule(g, n, "weight_norm")
-    return 0
+    return out_like(g, n, w, "weight_norm")
 
 
 OP_WN = declare_op("weight_norm", _shape_wn)
 
 
 def weight_norm(w, g):
-    expr_arg(w, "weight_norm")
-    expr_arg(g, "weight_norm")
-    return finish(node2(OP_WN, w, g))
+    return binary(OP_WN, w, g, "weight_norm")
 
 # ---------------------------------------------------------------- flip_gradient, scale_gradient
 
@@ -349,12 +315,7 @@ def scale_gradient(x, lambd=1.0):
 # ---------------------------------------------------------------- argmax
 
 cdef int _shape_argmax(Graph* g, Node* n) except -1:
-    cdef Node* x = arg(g, n, 0)
-    if not looks_like_vector(&x.dim):
-        raise ValueError("argmax: x must be a vector (every dimension after the first 1), got %s"
-                         % dim_str(&x.dim))
-    n.dim = x.dim
-    return 0
+    return vector_rule(g, n, "argmax")
 
 
 OP_ARGMAX = declare_op("argmax", _shape_argmax)

@@ -5,12 +5,11 @@ rounding (its kind in ia[0]); bmin/bmax of two same-Dim expressions; and
 emax/emin over a list. Each op: shape rule, node constructor, labels and
 automatic batching (the CPU kernels: dyn/_core/cpu/math.pyx).
 """
-from dyn._core.core.graph import set_labels
 from dyn._core.core.graph cimport set_autobatch, AB_ON
 from dyn._core.core.graph cimport (
-    Graph, Node, cg, declare_op, dim_size, dim_str, arg, dim_eq_nobatch, F_NG, F_CONST)
-from dyn._core.core.expr cimport node1, node2, noden, finish
-from dyn._core.ops.util cimport expr_arg, number_arg
+    Graph, Node, cg, dim_size, dim_str, arg, dim_eq_nobatch, F_NG, F_CONST)
+from dyn._core.core.expr cimport node1, noden, finish
+from dyn._core.ops.util cimport binary_kind, declare_labelled, expr_arg, number_arg
 
 NAMES = ("sqrt", "abs", "square", "cube", "erf", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
          "cosh", "asinh", "acosh", "atanh", "log_sigmoid", "lgamma", "softsign", "elu", "selu", "silu",
@@ -29,8 +28,7 @@ cdef int _shape_unary(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_UNARY = declare_op("math_unary", _shape_unary)
-set_labels("math_unary", 0, NAMES)
+OP_UNARY = declare_labelled("math_unary", _shape_unary, 0, NAMES)
 
 
 def unary(x, int kind, a=0.0):
@@ -79,17 +77,11 @@ cdef int _shape_bminmax(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_BMINMAX = declare_op("bminmax", _shape_bminmax)
-set_labels("bminmax", 0, ("bmin", "bmax"))
+OP_BMINMAX = declare_labelled("bminmax", _shape_bminmax, 0, ("bmin", "bmax"))
 
 
 def bminmax(x, y, bint mx):
-    cdef str name = "bmax" if mx else "bmin"
-    expr_arg(x, name)
-    expr_arg(y, name)
-    cdef int nid = node2(OP_BMINMAX, x, y)
-    cg().nodes[nid].ia[0] = mx
-    return finish(nid)
+    return binary_kind(OP_BMINMAX, x, y, mx, "bmax" if mx else "bmin")
 
 # ---------------------------------------------------------------- emax, emin over a list
 
@@ -106,8 +98,7 @@ cdef int _shape_elist(Graph* g, Node* n) except -1:
 
 
 # one scratch item per element: the winning argument's index (exact in float up to 2^24)
-OP_ELIST = declare_op("emax_emin", _shape_elist, 1)
-set_labels("emax_emin", 0, ("emin", "emax"))
+OP_ELIST = declare_labelled("emax_emin", _shape_elist, 0, ("emin", "emax"), 1)
 
 
 def elist(xs, bint mx):

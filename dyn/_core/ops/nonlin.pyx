@@ -8,10 +8,11 @@ dyn/_core/cpu/softmax.pyx).
 from dyn._core.core.graph import set_labels
 from dyn._core.core.graph cimport set_autobatch, AB_ON, AB_BCAST, AB_IDX, AB_AUXSLICE
 from dyn._core.core.graph cimport (
-    Graph, Node, declare_op, dim_size, dim_str, arg, idx, set_indices, set_indices_c, dim_eq_nobatch,
+    Graph, Node, declare_op, dim_size, dim_str, arg, idx, set_indices, set_indices_c,
     F_NG, F_CONST)
 from dyn._core.core.expr cimport node1, noden, finish, Expression
-from dyn._core.ops.util cimport batch_rule, expr_arg, g_node, index_arg, int_arg, number_arg
+from dyn._core.ops.util cimport (
+    expr_arg, g_node, index_arg, int_arg, number_arg, picked_vector_check, same_dims_rule)
 
 # ---------------------------------------------------------------- elementwise unary
 
@@ -117,15 +118,7 @@ def log_softmax(x, restrict=None):
 # ---------------------------------------------------------------- logsumexp over a list
 
 cdef int _shape_lse(Graph* g, Node* n) except -1:
-    cdef int i
-    cdef Node* a = arg(g, n, 0)
-    for i in range(1, n.nargs):
-        if not dim_eq_nobatch(&a.dim, &arg(g, n, i).dim):
-            raise ValueError("logsumexp: all expressions must have the same dimensions, got %s"
-                             % ", ".join([dim_str(&arg(g, n, k).dim) for k in range(n.nargs)]))
-    n.dim = a.dim
-    n.dim.bd = batch_rule(g, n, "logsumexp")
-    return 0
+    return same_dims_rule(g, n, "logsumexp")
 
 
 OP_LSE = declare_op("logsumexp", _shape_lse, 1)
@@ -141,22 +134,7 @@ def logsumexp(xs):
 # ---------------------------------------------------------------- pickneglogsoftmax(_batch)
 
 cdef int _shape_pnls(Graph* g, Node* n) except -1:
-    cdef Node* x = arg(g, n, 0)
-    cdef str name = "pickneglogsoftmax_batch" if n.ia[0] else "pickneglogsoftmax"
-    cdef int k, m = x.dim.d[0]
-    cdef int* v = idx(g, n)
-    if dim_size(&x.dim) != m:
-        raise ValueError("%s: x must be a vector (every dimension after the first 1), got %s"
-                         % (name, dim_str(&x.dim)))
-    if not n.ia[0] and x.dim.bd != 1:
-        raise ValueError("pickneglogsoftmax: x is batched (%s) but one index was given; use "
-                         "pickneglogsoftmax_batch(x, [one index per batch element])" % dim_str(&x.dim))
-    if x.dim.bd != 1 and n.nidx != x.dim.bd:
-        raise ValueError("pickneglogsoftmax_batch: %d indices for x of batch size %d (%s); give one "
-                         "index per batch element" % (n.nidx, x.dim.bd, dim_str(&x.dim)))
-    for k in range(n.nidx):
-        if v[k] >= m:
-            raise IndexError("%s: index %d out of range for x of dim %s" % (name, v[k], dim_str(&x.dim)))
+    picked_vector_check(g, n, "pickneglogsoftmax", "pickneglogsoftmax_batch")
     n.dim.nd = 1
     n.dim.d[0] = 1
     n.dim.bd = n.nidx

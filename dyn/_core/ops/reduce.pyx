@@ -172,12 +172,16 @@ def std_dim(x, d, b):
     return _reduction(OP_STD_DIM, x, d, False, b, K_STD, 1, False, 0)
 
 
-def moment_elems(x, r, bint mean=False):
-    cdef str name = "mean_elems" if mean else "moment_elems"
+cdef Expression _moment_whole(object x, object r, int op, str name, bint elems):
+    """moment_elems / moment_batches (and their means): over every element, or over the batch."""
     expr_arg(x, name)
     r = _int(r, name, "r", 1)
-    return _reduction(OP_MEAN_ELEMS if mean else OP_MOMENT_ELEMS, x, [], True, False,
-                      K_SUM if r == 1 else K_POW, r, True, 0)
+    return _reduction(op, x, [], elems, not elems, K_SUM if r == 1 else K_POW, r, True, 0)
+
+
+def moment_elems(x, r, bint mean=False):
+    return _moment_whole(x, r, OP_MEAN_ELEMS if mean else OP_MOMENT_ELEMS,
+                         "mean_elems" if mean else "moment_elems", True)
 
 
 def std_elems(x):
@@ -186,11 +190,8 @@ def std_elems(x):
 
 
 def moment_batches(x, r, bint mean=False):
-    cdef str name = "mean_batches" if mean else "moment_batches"
-    expr_arg(x, name)
-    r = _int(r, name, "r", 1)
-    return _reduction(OP_MEAN_BATCHES if mean else OP_MOMENT_BATCHES, x, [], False, True,
-                      K_SUM if r == 1 else K_POW, r, True, 0)
+    return _moment_whole(x, r, OP_MEAN_BATCHES if mean else OP_MOMENT_BATCHES,
+                         "mean_batches" if mean else "moment_batches", False)
 
 
 def std_batches(x):

@@ -30,12 +30,12 @@ Two kinds of node, one kernel:
 The nodes' arguments, ia, fa and aux: dyn/_core/ops/rnn.pxd.
 """
 from libc.math cimport INFINITY
-from dyn._core.core.graph import set_labels
 from dyn._core.core.graph cimport Graph, Node, Dim, declare_op, dim_size, dim_cols, dim_str, arg, F_FIXED
 from dyn._core.core.graph cimport new_node, finish_node
 from dyn._core.core.graph cimport set_autobatch, AB_ON, AB_ALIAS, AB_AUXHEAD, ABA_NO, ABA_CAT, ABA_SHARE, ABA_CATAUX
-from dyn._core.core.expr cimport noden, node2, finish, wrap, arg_id, Expression
-from dyn._core.ops.util cimport arg_dims, expr_arg, g_node, looks_like_vector, index_arg, number_arg
+from dyn._core.core.expr cimport noden, finish, wrap, arg_id, Expression
+from dyn._core.ops.util cimport (
+    arg_dims, binary_kind, declare_labelled, expr_arg, g_node, looks_like_vector, index_arg, number_arg)
 
 # ---------------------------------------------------------------- vanilla_lstm_gates
 # args: x_1..x_m, h_tm1, Wx, Wh, b [, mask_x, mask_h]
@@ -162,24 +162,16 @@ cdef int _shape_ch(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_CH = declare_op("vanilla_lstm_c_h", _shape_ch)
-set_labels("vanilla_lstm_c_h", 0, ("vanilla_lstm_c", "vanilla_lstm_h"))   # CELL, HIDDEN
-
-
-cdef Expression _ch(object c, object gates, int kind, str name):
-    expr_arg(c, name)
-    expr_arg(gates, name)
-    cdef int nid = node2(OP_CH, c, gates)
-    g_node(nid).ia[0] = kind
-    return finish(nid)
+OP_CH = declare_labelled("vanilla_lstm_c_h", _shape_ch, 0,
+                         ("vanilla_lstm_c", "vanilla_lstm_h"))   # CELL, HIDDEN
 
 
 def vanilla_lstm_c(c_tm1, gates_t):
-    return _ch(c_tm1, gates_t, CELL, "vanilla_lstm_c")
+    return binary_kind(OP_CH, c_tm1, gates_t, CELL, "vanilla_lstm_c")
 
 
 def vanilla_lstm_h(c_t, gates_t):
-    return _ch(c_t, gates_t, HIDDEN, "vanilla_lstm_h")
+    return binary_kind(OP_CH, c_t, gates_t, HIDDEN, "vanilla_lstm_h")
 
 # ---------------------------------------------------------------- lstm_step
 # Gate rows are DyNet's order [i; f; o; g]. args: p, [prev], [Wh], [mask_h], [mask_g]
@@ -387,8 +379,7 @@ cdef int _shape_part(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_PART = declare_op("lstm_step_part", _shape_part)
-set_labels("lstm_step_part", 1, ("lstm_step_h", "lstm_step_c"))
+OP_PART = declare_labelled("lstm_step_part", _shape_part, 1, ("lstm_step_h", "lstm_step_c"))
 
 
 def lstm_step_part(s, int which, str name):

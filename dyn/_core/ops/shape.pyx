@@ -12,14 +12,13 @@ indices (1 for per-batch-element picks).
 """
 from operator import index as _index
 from numpy import bool_ as _np_bool
-from dyn._core.core.graph import set_labels
 from dyn._core.core.graph cimport set_autobatch, AB_ON, AB_PTR_ALL
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, cg, declare_op, dim_size, dim_total, dim_str, arg, idx, set_indices, finish_node,
     dim_eq_nobatch, MAXD)
 from dyn._core.core.expr cimport node1, node2, noden, finish, Expression
 from dyn._core.cpu.bcast cimport _ext
-from dyn._core.ops.util cimport arg_dims
+from dyn._core.ops.util cimport arg_dims, declare_labelled
 
 # Names for messages: one kernel serves several public ops (code in ia[3]).
 cdef tuple NAMES = ("pick", "pick_batch", "select_rows", "select_cols", "pick_range",
@@ -123,8 +122,7 @@ cdef int _shape_sel(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_SEL = declare_op("select", _shape_sel)
-set_labels("select", 3, _LABELS)
+OP_SEL = declare_labelled("select", _shape_sel, 3, _LABELS)
 
 
 cdef int _expr_arg(object x, str name) except -1:
@@ -221,8 +219,7 @@ cdef int _shape_bsel(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_BSEL = declare_op("pick_batch_elems", _shape_bsel)
-set_labels("pick_batch_elems", 3, _LABELS)
+OP_BSEL = declare_labelled("pick_batch_elems", _shape_bsel, 3, _LABELS)
 
 
 def batch_select(x, indices, str name):
@@ -262,8 +259,7 @@ cdef int _shape_cat(Graph* g, Node* n) except -1:
     return 0
 
 
-OP_CAT = declare_op("concatenate", _shape_cat)
-set_labels("concatenate", 3, _LABELS)
+OP_CAT = declare_labelled("concatenate", _shape_cat, 3, _LABELS)
 
 
 cdef Expression _concatenate(xs, int k, str name):

@@ -1,8 +1,10 @@
 # Helpers shared by the operation families (dyn/_core/ops/*.pyx): argument checks that
-# name the public operation, and the batch rule of most ops.
+# name the public operation, the batch rule of most ops, shape rules several ops share
+# and the constructor of a two-argument node.
 from libc.math cimport exp, tanh
-from dyn._core.core.graph cimport Graph, Node, Dim, cg, dim_size
+from dyn._core.core.graph cimport Graph, Node, Dim, cg, dim_size, shape_fn
 from dyn._core.core.types cimport real
+from dyn._core.core.expr cimport Expression
 
 cdef extern from "_fastmath.h" nogil:
     void dyn_tanh_f32(float* y, const float* x, long n)
@@ -54,6 +56,16 @@ cdef inline void scalar_out(Node* n, int bd) noexcept nogil:
 
 cdef str arg_dims(Graph* g, Node* n)
 cdef int batch_rule(Graph* g, Node* n, str name) except -1
+
+
+cdef inline int out_like(Graph* g, Node* n, Node* x, str name) except -1:
+    """The end of most shape rules: n has x's Dim and the batch of the batch rule."""
+    n.dim = x.dim
+    n.dim.bd = batch_rule(g, n, name)
+    return 0
+
+
+cdef int declare_labelled(str name, shape_fn shape, int k, tuple labels, int aux=*) except -1
 cdef int expr_arg(object x, str name) except -1
 cdef int index_arg(object v, str name) except -1
 cdef list indices_arg(object vs, str name, str what)
@@ -61,3 +73,8 @@ cdef double number_arg(object v, str name, str what) except? -1.0
 cdef str show(object v)
 cdef object int_arg(object v, str name, str what)
 cdef bint flag_arg(object v, str name, str what) except -1
+cdef int same_dims_rule(Graph* g, Node* n, str name) except -1
+cdef int vector_rule(Graph* g, Node* n, str name) except -1
+cdef int picked_vector_check(Graph* g, Node* n, str single, str batch) except -1
+cdef Expression binary(int op, object x, object y, str name)
+cdef Expression binary_kind(int op, object x, object y, int kind, str name)

@@ -4,8 +4,9 @@ import operator
 
 from numpy import bool_ as np_bool, integer as np_integer, ndarray
 
-from dyn._core.core.graph cimport Graph, Node, arg, dim_str
-from dyn._core.core.expr cimport Expression
+from dyn._core.core.graph import set_labels
+from dyn._core.core.graph cimport Graph, Node, arg, declare_op, dim_eq_nobatch, dim_str, idx, shape_fn
+from dyn._core.core.expr cimport Expression, finish, node2
 
 
 cdef str arg_dims(Graph* g, Node* n):
@@ -100,3 +101,72 @@ cdef bint flag_arg(object v, str name, str what) except -1:
     if isinstance(v, np_bool) or (isinstance(v, (int, np_integer)) and (v == 0 or v == 1)):
         return bool(v)
     raise TypeError("%s: %s must be True or False, got %s" % (name, what, show(v)))
+
+
+cdef int same_dims_rule(Graph* g, Node* n, str name) except -1:
+    """The shape rule of an op over a list of expressions of the same dims (esum, logsumexp):
+    the output has those dims and the batch of the batch rule."""
+    cdef int i
+    cdef Node* a = arg(g, n, 0)
+    for i in range(1, n.nargs):
+        if not dim_eq_nobatch(&a.dim, &arg(g, n, i).dim):
+            raise ValueError("%s: all expressions must have the same dimensions, got %s"
+                             % (name, arg_dims(g, n)))
+    return out_like(g, n, a, name)
+
+
+cdef int vector_rule(Graph* g, Node* n, str name) except -1:
+    """The shape rule of an op on one vector x (sparsemax, argmax): the output is x's Dim."""
+    cdef Node* x = arg(g, n, 0)
+    if not looks_like_vector(&x.dim):
+        raise ValueError("%s: x must be a vector (every dimension after the first 1), got %s"
+                         % (name, dim_str(&x.dim)))
+    n.dim = x.dim
+    return 0
+
+
+cdef int picked_vector_check(Graph* g, Node* n, str single, str batch) except -1:
+    """The checks of an op that picks entries of a vector x by index (hinge,
+    pickneglogsoftmax): ia[0] says the batch form (`batch`, one index per batch element)
+    from the single form (`single`, one index for an unbatched x)."""
+    cdef Node* x = arg(g, n, 0)
+    cdef str name = batch if n.ia[0] else single
+    cdef int k, m = x.dim.d[0]
+    cdef int* v = idx(g, n)
+    if not looks_like_vector(&x.dim):
+        raise ValueError("%s: x must be a vector (every dimension after the first 1), got %s"
+                         % (name, dim_str(&x.dim)))
+    if not n.ia[0] and x.dim.bd != 1:
+        raise ValueError("%s: x is batched (%s) but one index was given; use "
+                         "%s(x, [one index per batch element])" % (single, dim_str(&x.dim), batch))
+    if x.dim.bd != 1 and n.nidx != x.dim.bd:
+        raise ValueError("%s: %d indices for x of batch size %d (%s); give one index per "
+                         "batch element" % (batch, n.nidx, x.dim.bd, dim_str(&x.dim)))
+    for k in range(n.nidx):
+        if v[k] >= m:
+            raise IndexError("%s: index %d out of range for x of dim %s" % (name, v[k], dim_str(&x.dim)))
+    return 0
+
+
+cdef Expression binary(int op, object x, object y, str name):
+    """The node of a two-argument op, both arguments checked as Expressions for `name`."""
+    expr_arg(x, name)
+    expr_arg(y, name)
+    return finish(node2(op, x, y))
+
+
+cdef Expression binary_kind(int op, object x, object y, int kind, str name):
+    """binary, for an op whose variant (ia[0]) is `kind`."""
+    expr_arg(x, name)
+    expr_arg(y, name)
+    cdef int nid = node2(op, x, y)
+    g_node(nid).ia[0] = kind
+    return finish(nid)
+
+
+cdef int declare_labelled(str name, shape_fn shape, int k, tuple labels, int aux=0) except -1:
+    """declare_op for a kernel that computes several public operations, told apart by ia[k]
+    (labels, for graph dumps): returns the op code."""
+    cdef int op = declare_op(name, shape, aux)
+    set_labels(name, k, labels)
+    return op
