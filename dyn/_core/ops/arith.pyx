@@ -53,15 +53,21 @@ cdef int _name_bad_arg(tuple args, str name) except -1:
     return 0
 
 
-cdef Expression _cwise(int kind, object x, object y):
+cdef Expression _kind_node2(int op, int kind, object x, object y, tuple names):
+    """The node of a two-argument kernel that serves the ops `names` (told apart by ia[0]);
+    a refused argument is reported for names[kind]."""
     cdef int nid
     try:
-        nid = node2(OP_CW, x, y)
+        nid = node2(op, x, y)
     except TypeError:
-        _name_bad_arg((x, y), _CW_NAMES[kind])
+        _name_bad_arg((x, y), names[kind])
         raise
     g_node(nid).ia[0] = kind
     return finish(nid)
+
+
+cdef inline Expression _cwise(int kind, object x, object y):
+    return _kind_node2(OP_CW, kind, x, y, _CW_NAMES)
 
 
 def cmult(x, y):
@@ -286,23 +292,12 @@ cdef int _shape_pair_scalar(Graph* g, Node* n) except -1:
 OP_PAIR = declare_labelled("pair_reduce", _shape_pair_scalar, 0, ("dot_product", "squared_distance"))
 
 
-cdef Expression _pair(object x, object y, int kind):
-    cdef int nid
-    try:
-        nid = node2(OP_PAIR, x, y)
-    except TypeError:
-        _name_bad_arg((x, y), _PAIR_NAMES[kind])
-        raise
-    g_node(nid).ia[0] = kind
-    return finish(nid)
-
-
 def dot_product(x, y):
-    return _pair(x, y, 0)
+    return _kind_node2(OP_PAIR, 0, x, y, _PAIR_NAMES)
 
 
 def squared_distance(x, y):
-    return _pair(x, y, 1)
+    return _kind_node2(OP_PAIR, 1, x, y, _PAIR_NAMES)
 
 # ---------------------------------------------------------------- sum_batches
 

@@ -172,31 +172,32 @@ def std_dim(x, d, b):
     return _reduction(OP_STD_DIM, x, d, False, b, K_STD, 1, False, 0)
 
 
-cdef Expression _moment_whole(object x, object r, int op, str name, bint elems):
-    """moment_elems / moment_batches (and their means): over every element, or over the batch."""
+cdef Expression _whole(object x, object r, int op, str name, bint elems, bint std):
+    """moment_elems / moment_batches (and their means; std: std_elems / std_batches, r unused):
+    over every element, or over the batch."""
     expr_arg(x, name)
+    if std:
+        return _reduction(op, x, [], elems, not elems, K_STD, 1, False, 0)
     r = _int(r, name, "r", 1)
     return _reduction(op, x, [], elems, not elems, K_SUM if r == 1 else K_POW, r, True, 0)
 
 
 def moment_elems(x, r, bint mean=False):
-    return _moment_whole(x, r, OP_MEAN_ELEMS if mean else OP_MOMENT_ELEMS,
-                         "mean_elems" if mean else "moment_elems", True)
+    return _whole(x, r, OP_MEAN_ELEMS if mean else OP_MOMENT_ELEMS,
+                  "mean_elems" if mean else "moment_elems", True, False)
 
 
 def std_elems(x):
-    expr_arg(x, "std_elems")
-    return _reduction(OP_STD_ELEMS, x, [], True, False, K_STD, 1, False, 0)
+    return _whole(x, 1, OP_STD_ELEMS, "std_elems", True, True)
 
 
 def moment_batches(x, r, bint mean=False):
-    return _moment_whole(x, r, OP_MEAN_BATCHES if mean else OP_MOMENT_BATCHES,
-                         "mean_batches" if mean else "moment_batches", False)
+    return _whole(x, r, OP_MEAN_BATCHES if mean else OP_MOMENT_BATCHES,
+                  "mean_batches" if mean else "moment_batches", False, False)
 
 
 def std_batches(x):
-    expr_arg(x, "std_batches")
-    return _reduction(OP_STD_BATCHES, x, [], False, True, K_STD, 1, False, 0)
+    return _whole(x, 1, OP_STD_BATCHES, "std_batches", False, True)
 
 
 def max_dim(x, d, bint mn=False):
