@@ -53,3 +53,30 @@ def test_check_validity_scans_values_through_the_device():
     x = dy.inputVector([1.0, -1.0])
     with pytest.raises(RuntimeError, match=r"NaN or Inf detected: first in node \d+ \(log"):
         dy.log(x).value()
+
+
+def test_the_parameter_pool_is_made_by_its_device():
+    """The pool's arrays come from the device's zeros (and grow through it); host code reads them
+    through host_values/host_grads, which on the CPU are the pool's own arrays."""
+    from dyn._core.core.expr import Pool
+
+    made = []
+
+    def counting_zeros(n, dtype):
+        made.append(n)
+        return np.zeros(n, dtype)
+
+    _device.register_arrays("CPU", counting_zeros, lambda a: a)
+    try:
+        pool = Pool(0, "CPU")
+        assert made == [1024, 1024]
+        pool.alloc(3000)  # grows: two new arrays from the device
+        assert made[2:] == [4096, 4096] and pool.values.dtype == np.float32
+    finally:
+        _device.register_arrays("CPU", np.zeros, lambda a: a)
+    assert pool.host_values() is pool.values and pool.host_grads() is pool.grads
+    m = dy.ParameterCollection()
+    W = m.add_parameters((2, 3))
+    W.set_value(np.arange(6.0).reshape(2, 3))
+    assert np.shares_memory(W.value_view(), W.value_view())  # a view of the pool, not a copy
+    np.testing.assert_array_equal(W.as_array(), np.arange(6.0).reshape(2, 3))

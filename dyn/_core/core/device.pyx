@@ -3,6 +3,7 @@
 graphs move between them with graph.use_device."""
 
 cdef dict _DEVICES = {}
+cdef dict _ARRAYS = {}      # name -> the device's array functions (the parameter pool's memory)
 
 
 cdef int register_device(str name, Device* d) except -1:
@@ -21,3 +22,20 @@ cdef Device* find_device(str name) except NULL:
 def available():
     """The names of the devices this process can run graphs on."""
     return sorted(_DEVICES)
+
+
+def register_arrays(str name, zeros, to_host):
+    """The array functions of device `name`: zeros(n, dtype) makes the parameter pool's arrays on the
+    device, to_host(a) gives a host (numpy) array of their contents (the array itself where the
+    device's memory is the host's)."""
+    _ARRAYS[name.upper()] = (zeros, to_host)
+
+
+def zeros(str name, long n, dtype):
+    """n zeros of dtype in device `name`'s memory (the parameter pool grows with these)."""
+    return _ARRAYS[name.upper()][0](n, dtype)
+
+
+def to_host(str name, a):
+    """A host (numpy) array holding a's contents: a itself on the CPU."""
+    return _ARRAYS[name.upper()][1](a)

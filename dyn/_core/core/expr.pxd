@@ -16,7 +16,8 @@ cdef Expression wrap(int nid)
 cdef int arg_id(object x, int op=*) except -1
 
 cdef class Pool:
-    """Values and gradients of every parameter of one float type, contiguous."""
+    """Values and gradients of every parameter of one float type, contiguous, in one device's
+    memory (arrays made by that device's zeros; host code reads them through host_values)."""
     cdef public object values      # numpy 1-D array
     cdef public object grads
     cdef char* vb
@@ -25,6 +26,7 @@ cdef class Pool:
     cdef public int dtype
     cdef public int itemsize
     cdef public list members       # every ParamExpr, in creation order
+    cdef public str device         # whose memory holds values and grads (core/device.pyx: zeros)
     cdef _set(self, values, grads)
 
 # Trainer hook: a trainer whose rule moves idle lookup rows (momentum,

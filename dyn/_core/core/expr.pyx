@@ -9,6 +9,7 @@ another node.
 """
 import numpy as np
 cimport numpy as cnp
+from dyn._core.core import device as _device
 from libc.stdint cimport uintptr_t
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from dyn._core.core.graph cimport (
@@ -395,20 +396,38 @@ def make_constant(object shape, double value, object batch_size=1):
 
 # ---------------------------------------------------------------- parameters
 
+cdef char* _data_ptr(object a) except? NULL:
+    """Where an array of the pool's device keeps its data: a numpy array's buffer, or the address a
+    device array publishes (__cuda_array_interface__)."""
+    if isinstance(a, np.ndarray):
+        return <char*>cnp.PyArray_DATA(a)
+    return <char*><size_t>a.__cuda_array_interface__["data"][0]
+
+
 cdef class Pool:
-    def __init__(self, int dtype):
+    def __init__(self, int dtype, str device="CPU"):
         self.dtype = dtype
         self.itemsize = 4 if dtype == 0 else 8
         self.used = 0
         self.members = []
-        self._set(np.zeros(1024, dtype=np.float32 if dtype == 0 else np.float64),
-                  np.zeros(1024, dtype=np.float32 if dtype == 0 else np.float64))
+        self.device = device
+        dt = np.float32 if dtype == 0 else np.float64
+        self._set(_device.zeros(device, 1024, dt), _device.zeros(device, 1024, dt))
+
+    def host_values(self):
+        """The values as a host (numpy) array: the pool itself on the CPU, a copy on a device whose
+        memory is not the host's. What io and other host code read parameters through."""
+        return _device.to_host(self.device, self.values)
+
+    def host_grads(self):
+        """The gradients as a host array (see host_values)."""
+        return _device.to_host(self.device, self.grads)
 
     cdef _set(self, values, grads):
         self.values = values
         self.grads = grads
-        self.vb = <char*>cnp.PyArray_DATA(values)
-        self.gb = <char*>cnp.PyArray_DATA(grads)
+        self.vb = _data_ptr(values)
+        self.gb = _data_ptr(grads)
 
     def alloc(self, long n):
         """Offset of n new elements (16-element aligned); the pool grows by copying,
@@ -419,8 +438,8 @@ cdef class Pool:
             while cap < off + n:
                 cap *= 2
             oldv, oldg = self.values, self.grads
-            newv = np.zeros(cap, dtype=oldv.dtype)
-            newg = np.zeros(cap, dtype=oldg.dtype)
+            newv = _device.zeros(self.device, cap, oldv.dtype)
+            newg = _device.zeros(self.device, cap, oldg.dtype)
             newv[:len(oldv)] = oldv
             newg[:len(oldg)] = oldg
             ov, og = self.vb, self.gb
@@ -577,11 +596,14 @@ cdef class ParamExpr(Expression):
         self.touch.n = n
 
     def value_view(self):
+        """This parameter's values in the pool's host view (see Pool.host_values; on the CPU a view
+        that writes through)."""
         _catch_up(self, NULL, -1)    # trainer hook: idle rows up to date
-        return self.pool.values[self.off:self.off + self.size]
+        return self.pool.host_values()[self.off:self.off + self.size]
 
     def grad_view(self):
-        return self.pool.grads[self.off:self.off + self.size]
+        """This parameter's gradient in the pool's host view."""
+        return self.pool.host_grads()[self.off:self.off + self.size]
 
     def dyn_dim(self):
         return dim_to_py(&self.pdim)[0]

@@ -98,3 +98,13 @@ CPU.add_scalar = _cpu_add_scalar
 CPU.find_nonfinite = _cpu_find_nonfinite
 
 register_device("CPU", &CPU)
+
+
+def _host(a):
+    return a
+
+
+# the parameter pool's memory: numpy arrays, which are already host arrays
+from dyn._core.core.device import register_arrays  # noqa: E402
+import numpy as _np  # noqa: E402
+register_arrays("CPU", _np.zeros, _host)
