@@ -135,10 +135,15 @@ def run_ranks(fn, exchanges):
 
 
 def shm_entries():
-    """The names in /dev/shm (named shared-memory segments and semaphores)."""
+    """The names in /dev/shm (named shared-memory segments and semaphores) that a run of local
+    workers could leave. MPICH's own segments (mpich_shm_*) are left out: an MPI program running
+    beside the tests on the same machine makes and removes them at any moment, and local workers
+    never create them."""
     import os
 
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    if not os.path.isdir("/dev/shm"):
+        return set()
+    return {name for name in os.listdir("/dev/shm") if not name.startswith("mpich_shm_")}
 
 
 def child_pids():
