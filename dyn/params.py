@@ -576,9 +576,7 @@ def lookup(p, index=0, update=True):
     """Row ``index`` of a lookup table; update=False gives a constant lookup."""
     if not isinstance(p, LookupParameters):
         raise TypeError("lookup: expected LookupParameters, got %s" % type(p).__name__)
-    if type(index) is not int:  # the core checks an int's range (huge ones too)
-        index = _row(p, index, "lookup")
-    return p._lookup(index, bool(update))
+    return p._lookup(index, bool(update))  # the core checks the index (type and range, huge ones too)
 
 
 def lookup_batch(p, indices, update=True):

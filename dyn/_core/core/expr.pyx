@@ -12,6 +12,7 @@ cimport numpy as cnp
 from dyn._core.core import device as _device
 from libc.stdint cimport uintptr_t
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.long cimport PyLong_AsLongAndOverflow
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
     declare_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
@@ -717,16 +718,22 @@ cdef inline bint _is_param_node(Graph* g, int nid, ParamExpr p) noexcept:
 
 
 cdef int _check_row(ParamExpr p, object row) except -1:
-    if isinstance(row, bool) or (type(row) is not int and not hasattr(row, "__index__")):
+    cdef int overflow = 0
+    cdef long r
+    if type(row) is int:       # the common case, one C call: no Python arithmetic per lookup
+        r = PyLong_AsLongAndOverflow(row, &overflow)
+        if overflow == 0 and 0 <= r < p.nrows:
+            return <int>r
+    elif isinstance(row, bool) or not hasattr(row, "__index__"):
         raise TypeError("lookup: index must be an integer, got %s %r" % (type(row).__name__, row))
-    try:
-        row = row.__index__()  # a Python int: compared before any C conversion can overflow
-    except TypeError:          # e.g. a numpy array of several rows
-        raise TypeError("lookup: index must be an integer, got %s %r" % (type(row).__name__, row)) from None
-    if row < 0 or row >= p.nrows:
-        raise IndexError("lookup: row %d is out of range for %s with %d rows"
-                         % (row, p.name(), p.nrows))
-    return <int>row
+    else:
+        try:
+            row = row.__index__()  # a Python int: compared before any C conversion can overflow
+        except TypeError:          # e.g. a numpy array of several rows
+            raise TypeError("lookup: index must be an integer, got %s %r" % (type(row).__name__, row)) from None
+        if 0 <= row < p.nrows:
+            return <int>row
+    raise IndexError("lookup: row %d is out of range for %s with %d rows" % (row, p.name(), p.nrows))
 
 
 cdef class LookupExpression(Expression):

@@ -176,11 +176,11 @@ OP_DROPOUT = declare_op("dropout", _shape_same, 1)
 
 def dropout(x, p):
     expr_arg(x, "dropout")
-    p = number_arg(p, "dropout", "p")      # not float(p): '0.5' and True are no probability
-    if not 0.0 <= p <= 1.0:
-        raise ValueError("dropout: p must be in [0, 1], got %r" % p)
+    cdef double pv = number_arg(p, "dropout", "p")      # not float(p): '0.5' and True are no probability
+    if not 0.0 <= pv <= 1.0:
+        raise ValueError("dropout: p must be in [0, 1], got %r" % pv)
     cdef int nid = node1(OP_DROPOUT, x)
-    g_node(nid).fa[0] = p
+    g_node(nid).fa[0] = pv
     return finish(nid)
 
 
@@ -189,11 +189,11 @@ OP_NOISE = declare_op("noise", _shape_same)
 
 def noise(x, stddev):
     expr_arg(x, "noise")
-    stddev = number_arg(stddev, "noise", "stddev")
-    if not stddev >= 0.0:
-        raise ValueError("noise: stddev must be >= 0, got %r" % stddev)
+    cdef double sd = number_arg(stddev, "noise", "stddev")
+    if not sd >= 0.0:
+        raise ValueError("noise: stddev must be >= 0, got %r" % sd)
     cdef int nid = node1(OP_NOISE, x)
-    g_node(nid).fa[0] = stddev
+    g_node(nid).fa[0] = sd
     return finish(nid)
 
 # ---------------------------------------------------------------- nobackprop

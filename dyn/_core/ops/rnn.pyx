@@ -115,7 +115,7 @@ cdef Expression _gates(list xs, object h, object Wx, object Wh, object b, object
     args = xs + [h, Wx, Wh, b] + ([mx, mh] if flags & DROP else [])
     for e in args:
         expr_arg(e, name)
-    sd = number_arg(std, name, "weightnoise_std")     # not float(std): '0.5' and True are no spread
+    cdef double sd = number_arg(std, name, "weightnoise_std")     # not float(std): '0.5' and True are no spread
     if not 0.0 <= sd < INFINITY:     # NaN and inf too: noise of infinite spread is no value
         raise ValueError("%s: weightnoise_std must be a finite number >= 0, got %r" % (name, sd))
     cdef int nid = noden(OP_GATES, args, name)
@@ -333,7 +333,7 @@ def lstm_step(p, prev, Wh, mask_h, mask_g, col, forget_bias, str name):
         args.append(mask_g)
     for e in args:
         expr_arg(e, name)
-    fb = number_arg(forget_bias, name, "forget_bias")
+    cdef double fb = number_arg(forget_bias, name, "forget_bias")
     cdef int c = index_arg(col, name)
     cdef int nid = noden(OP_STEP, args, name)
     g_node(nid).ia[0] = c
