@@ -586,20 +586,7 @@ def lookup_batch(p, indices, update=True):
     return p._lookup_batch(_rows(p, indices, "lookup_batch"), bool(update))
 
 
-def _row(p, index, name):
-    """A row index of table p: TypeError unless an integer, IndexError unless in range."""
-    i = _check.integer(index, name, "index")
-    if not 0 <= i < p.nrows:
-        raise IndexError("%s: index %d is out of range for %s with %d rows" % (name, i, p._name, p.nrows))
-    return i
-
-
 def _rows(p, indices, name):
     if isinstance(indices, (str, bytes, dict, set)) or not hasattr(indices, "__iter__"):
         raise TypeError("%s: indices must be a list of integers, got %s" % (name, _check._show(indices)))
-    n = p.nrows
-    rows = list(indices)
-    for k, i in enumerate(rows):
-        if type(i) is not int or not 0 <= i < n:
-            rows[k] = _row(p, i, name)
-    return rows
+    return list(indices)  # each index is checked by the core (type and range), naming the op

@@ -13,6 +13,7 @@ from dyn._core.core import device as _device
 from libc.stdint cimport uintptr_t
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.long cimport PyLong_AsLongAndOverflow
+from cpython.number cimport PyNumber_Index
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
     declare_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
@@ -687,7 +688,7 @@ cdef class ParamExpr(Expression):
 
     def _lookup_batch(self, rows, bint update):
         cdef Graph* g = cg()
-        rows = [_check_row(self, r) for r in rows]
+        rows = [_check_row(self, r, "lookup_batch") for r in rows]
         if len(rows) == 0:
             raise ValueError("lookup_batch: empty index list")
         if self.pool.dtype != g.dtype:
@@ -717,23 +718,22 @@ cdef inline bint _is_param_node(Graph* g, int nid, ParamExpr p) noexcept:
         g.nodes[nid].ptr == <void*>(p.pool.vb + p.off * p.pool.itemsize)
 
 
-cdef int _check_row(ParamExpr p, object row) except -1:
+cdef int _check_row(ParamExpr p, object row, str name="lookup") except -1:
+    """Row `row` of table p as a C int: TypeError unless an integer (numpy's included, not a bool),
+    IndexError naming the op unless in range (huge ints included). One C call for an int."""
     cdef int overflow = 0
     cdef long r
-    if type(row) is int:       # the common case, one C call: no Python arithmetic per lookup
-        r = PyLong_AsLongAndOverflow(row, &overflow)
-        if overflow == 0 and 0 <= r < p.nrows:
-            return <int>r
-    elif isinstance(row, bool) or not hasattr(row, "__index__"):
-        raise TypeError("lookup: index must be an integer, got %s %r" % (type(row).__name__, row))
-    else:
+    if type(row) is not int:
+        if isinstance(row, bool):
+            raise TypeError("%s: index must be an integer, got %s %r" % (name, type(row).__name__, row))
         try:
-            row = row.__index__()  # a Python int: compared before any C conversion can overflow
-        except TypeError:          # e.g. a numpy array of several rows
-            raise TypeError("lookup: index must be an integer, got %s %r" % (type(row).__name__, row)) from None
-        if 0 <= row < p.nrows:
-            return <int>row
-    raise IndexError("lookup: row %d is out of range for %s with %d rows" % (row, p.name(), p.nrows))
+            row = PyNumber_Index(row)      # numpy integers; not floats, strings or arrays
+        except TypeError:
+            raise TypeError("%s: index must be an integer, got %s %r" % (name, type(row).__name__, row)) from None
+    r = PyLong_AsLongAndOverflow(row, &overflow)
+    if overflow == 0 and 0 <= r < p.nrows:
+        return <int>r
+    raise IndexError("%s: row %d is out of range for %s with %d rows" % (name, row, p.name(), p.nrows))
 
 
 cdef class LookupExpression(Expression):
@@ -755,7 +755,7 @@ cdef class LookupExpression(Expression):
             n.ptr = n.v
             n.gptr = self.table.pool.gb + (self.table.off + <long>r * self.table.rowsize) * self.table.pool.itemsize
         else:
-            rows = [_check_row(self.table, r) for r in index]
+            rows = [_check_row(self.table, r, "lookup_batch") for r in index]
             if len(rows) != n.nidx:
                 raise ValueError("lookup_batch.set: %d indices for a batch of %d" % (len(rows), n.nidx))
             for k in range(n.nidx):
