@@ -26,8 +26,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(WORKER)))
 STEPS, BATCH = 100, 2  # 100 synchronous steps of BATCH examples per rank
 # float32: the ranks sum the batch's gradients in another order than one process; the largest
 # difference seen after 100 steps is 6e-7 (one process summing its batch in reverse order differs
-# from itself by as much), the bar is 1e-5. The learning rates are small enough that
-# training does not amplify rounding (momentum at lr 0.05 does: 2e-4 between the two orders).
+# from itself by as much), and data-parallel training must stay within 1e-5. The learning rates are
+# small enough that training does not amplify rounding (momentum at lr 0.05 does: 2e-4 between the
+# two orders).
 TOL = 1e-5
 
 
