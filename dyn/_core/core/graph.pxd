@@ -191,7 +191,6 @@ cdef void dim_set(Dim* d, int nd, int d0, int d1, int bd) noexcept nogil
 cdef bint dim_eq_nobatch(const Dim* a, const Dim* b) noexcept nogil
 cdef str dim_str(const Dim* d)
 cdef Dim dim_from_tuple(object shape, object bd) except *
-cdef int dim_check(const Dim* d, str what) except -1
 cdef object dim_to_py(const Dim* d)
 
 # nodes

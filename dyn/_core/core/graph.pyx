@@ -8,11 +8,10 @@ and backward is a reverse loop. Every node's value lives in the forward arena
 with one ``memset`` per backward call (or, for parameters, in the pool's
 gradient, where they accumulate until the trainer consumes them).
 """
-from libc.stdlib cimport malloc, realloc, free, calloc
+from libc.stdlib cimport realloc, free, calloc
 from libc.string cimport memset, memcpy, strncpy
-from libc.math cimport sqrt, log, cos, isfinite, M_PI
-from libc.stdint cimport uintptr_t
-from dyn._core.core.device cimport find_device, Device
+from libc.math cimport sqrt, log, cos, M_PI
+from dyn._core.core.device cimport find_device, Device, ALIGN
 from dyn._core.cpu.memory cimport cpu_device
 
 cdef Graph G
@@ -26,7 +25,6 @@ cdef int NK = 0
 cdef dict OPCODES = {}
 cdef list PYREFS = []
 cdef size_t INITIAL_BYTES = 1 << 20
-cdef size_t ALIGN = 64
 
 # ---------------------------------------------------------------- dims
 
@@ -97,42 +95,32 @@ cdef Dim dim_from_tuple(object shape, object bd) except *:
     return d
 
 
-cdef int dim_check(const Dim* d, str what) except -1:
-    """Raise ValueError unless d is a valid Dim of at most MAX_ELEMS elements (counted in 64 bits,
-    so a product that overflowed a C int in a shape rule is caught here)."""
-    if _dim_ok(d):
-        return 0
-    return _dim_fail(d, what)
-
-
-cdef inline bint _dim_ok(const Dim* d) noexcept nogil:
+cdef inline int _dim_problem(const Dim* d, int* bad) noexcept nogil:
+    """0 when d is a valid Dim of at most MAX_ELEMS elements (counted in 64 bits, so a product that
+    overflowed a C int in a shape rule is caught here); else 1 (rank or batch out of range), 2 (dim
+    bad[0] is not positive: it overflowed) or 3 (too many elements)."""
     cdef long long total = d.bd
     cdef int i
     if d.nd < 1 or d.nd > MAXD or d.bd < 1:
-        return False
+        return 1
     for i in range(d.nd):
         if d.d[i] < 1:
-            return False
+            bad[0] = i
+            return 2
         total *= d.d[i]
         if total > MAX_ELEMS:
-            return False
-    return True
-
-
-cdef int _dim_fail(const Dim* d, str what) except -1:
-    cdef long long total = d.bd
-    cdef int i
-    if d.nd < 1 or d.nd > MAXD or d.bd < 1:
-        raise ValueError("%s: invalid result shape (%d dimensions, batch %d)" % (what, d.nd, d.bd))
-    for i in range(d.nd):
-        if d.d[i] < 1:
-            raise ValueError("%s: result dimension %d is %d, out of range (it overflowed: a tensor "
-                             "holds at most %d elements)" % (what, i, d.d[i], MAX_ELEMS))
-        total *= d.d[i]
-        if total > MAX_ELEMS:
-            raise ValueError("%s: the result %s would have more than %d elements, the most a "
-                             "tensor may hold" % (what, dim_str(d), MAX_ELEMS))
+            return 3
     return 0
+
+
+cdef int _dim_fail(const Dim* d, int problem, int bad, str what) except -1:
+    if problem == 1:
+        raise ValueError("%s: invalid result shape (%d dimensions, batch %d)" % (what, d.nd, d.bd))
+    if problem == 2:
+        raise ValueError("%s: result dimension %d is %d, out of range (it overflowed: a tensor "
+                         "holds at most %d elements)" % (what, bad, d.d[bad], MAX_ELEMS))
+    raise ValueError("%s: the result %s would have more than %d elements, the most a "
+                     "tensor may hold" % (what, dim_str(d), MAX_ELEMS))
 
 cdef object dim_to_py(const Dim* d):
     return (tuple([d.d[i] for i in range(d.nd)]), d.bd)
@@ -140,7 +128,7 @@ cdef object dim_to_py(const Dim* d):
 # ---------------------------------------------------------------- arenas
 
 cdef size_t round_up(size_t n) noexcept nogil:
-    return (n + ALIGN - 1) & ~(ALIGN - 1)
+    return (n + ALIGN - 1) & ~(<size_t>ALIGN - 1)
 
 # No single request may be larger than this (a size computed from a wrapped count is caught here
 # rather than passed to malloc).
@@ -252,7 +240,6 @@ cdef int declare_op(str name, shape_fn shape, int aux=0) except -1:
     """A new operation: its name, its shape rule (shared by every device) and its scratch per output
     element (in items). Devices then add their kernels with set_kernels. Returns the op code."""
     global NK
-    cdef int d, t
     if name in OPCODES:
         raise RuntimeError("dyn: two kernels are registered as %r" % name)
     if NK >= 256:
@@ -461,15 +448,16 @@ cdef int set_indices_c(int nid, const int* v, int m) except -1:
 cdef int finish_node(int nid) except -1:
     """Infer the Dim (raising on bad shapes, leaving the graph as it was)."""
     cdef Node* n = &G.nodes[nid]
-    cdef int ni0 = n.arg_off
+    cdef int ni0 = n.arg_off, problem, bad = 0
     try:
         if not _has_kernel(n.op):
             raise NotImplementedError("%s has no %s kernel on the %s device"
                                       % (_label(n), "float64" if G.dtype else "float32",
                                          "GPU" if G.device == DEV_GPU else "CPU"))
         KT[n.op].shape(&G, n)
-        if not _dim_ok(&n.dim):           # (the label is a Python string: made only on failure)
-            _dim_fail(&n.dim, _label(n))
+        problem = _dim_problem(&n.dim, &bad)
+        if problem:                       # (the label is a Python string: made only on failure)
+            _dim_fail(&n.dim, problem, bad, _label(n))
         if n.naux == 0 and KT[n.op].aux_bytes_per_elem:
             n.naux = <long>KT[n.op].aux_bytes_per_elem * dim_total(&n.dim)
         if n.naux < 0 or n.naux > MAX_ELEMS:
