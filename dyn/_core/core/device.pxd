@@ -7,6 +7,9 @@
 # stay on the host and only ever hold pointers (offsets) into the device's memory. The CPU device
 # is malloc and compiled loops; a GPU device fills the same table with its own functions.
 
+cdef enum:
+    ALIGN = 64        # bytes: every block a device allocates is aligned so, and arena offsets too
+
 ctypedef struct Device:
     int kind                        # DEV_CPU or DEV_GPU (_graph.pxd): the kernel table's device axis
     char name[16]

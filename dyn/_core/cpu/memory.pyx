@@ -8,10 +8,8 @@ from libc.stdint cimport uintptr_t
 from libc.math cimport isfinite
 from dyn._core.cpu cimport blas as _blas
 from dyn._core.core.types cimport real
-from dyn._core.core.device cimport Device, register_device
+from dyn._core.core.device cimport Device, register_device, ALIGN
 
-
-cdef size_t ALIGN = 64
 
 
 cdef void* _cpu_alloc(size_t nbytes) noexcept nogil:
