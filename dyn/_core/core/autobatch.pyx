@@ -493,28 +493,22 @@ cdef int _ab_forward(int nid) except -1:
             u = NXT[u]
         SHEAD[best] = -1
         SREADY[best] = 0
-        if m == 1:
-            t1 = _now()
-            exec_node(MEMB[0])
-            tk += _now() - t1
-            _log(MEMB[0])
-            st_singles += 1
-        else:
+        if m > 1:
             _order(MEMB, m, c0)
-            j = 0
-            while j < m:              # in parts whose tensors each stay within MAX_ELEMS
-                k = _part_end(g, MEMB, j, m)
-                if k - j == 1:
-                    t1 = _now()
-                    exec_node(MEMB[j])
-                    tk += _now() - t1
-                    _log(MEMB[j])
-                    st_singles += 1
-                else:
-                    tk += _run_batch(g, MEMB + j, k - j)
-                    st_batches += 1
-                    st_batched += k - j
-                j = k
+        j = 0
+        while j < m:                  # in parts whose tensors each stay within MAX_ELEMS
+            k = _part_end(g, MEMB, j, m)
+            if k - j == 1:
+                t1 = _now()
+                exec_node(MEMB[j])
+                tk += _now() - t1
+                _log(MEMB[j])
+                st_singles += 1
+            else:
+                tk += _run_batch(g, MEMB + j, k - j)
+                st_batches += 1
+                st_batched += k - j
+            j = k
         done += m
         for j in range(m):
             _release(MEMB[j] - c0, &q1)
