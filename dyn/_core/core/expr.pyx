@@ -724,9 +724,9 @@ cdef int _check_row(ParamExpr p, object row, str name="lookup") except -1:
     cdef int overflow = 0
     cdef long r
     if type(row) is not int:
-        if isinstance(row, bool):
-            raise TypeError("%s: index must be an integer, got %s %r" % (name, type(row).__name__, row))
         try:
+            if isinstance(row, bool):      # (an int to PyNumber_Index)
+                raise TypeError
             row = PyNumber_Index(row)      # numpy integers; not floats, strings or arrays
         except TypeError:
             raise TypeError("%s: index must be an integer, got %s %r" % (name, type(row).__name__, row)) from None
