@@ -12,22 +12,15 @@ call. The compiled kernels check their own arguments the same way
 from __future__ import annotations
 
 import numbers
-import operator
 
 import numpy as np
 
 from dyn._core.core.expr import Expression
+from dyn._core.ops.util import flag_arg, int_arg
+from dyn._core.ops.util import show as _show
 
 MAX_INDEX = 0x7FFFFFFF  # indices and sizes are C ints in the core
 MAXD = 7  # dims per tensor, as DyNet
-
-
-def _show(v):
-    """A short description of a bad value for a message."""
-    if isinstance(v, np.ndarray):
-        return "a numpy array of shape %r" % (v.shape,)
-    r = repr(v)
-    return "%s %s" % (type(v).__name__, r if len(r) <= 40 else r[:37] + "...")
 
 
 def expr(x, name, what="x"):
@@ -37,16 +30,9 @@ def expr(x, name, what="x"):
     return x
 
 
-def integer(v, name, what):
-    """A Python int from an int-like (numpy integers too; not a bool or a float)."""
-    if type(v) is int:
-        return v
-    if isinstance(v, (bool, np.bool_, float)) or not hasattr(v, "__index__"):
-        raise TypeError("%s: %s must be an integer, got %s" % (name, what, _show(v)))
-    try:
-        return operator.index(v)
-    except TypeError:  # e.g. a numpy array of more than one element
-        raise TypeError("%s: %s must be an integer, got %s" % (name, what, _show(v))) from None
+# one implementation for the compiled op builders and the Python wrappers
+integer = int_arg  # integer(v, name, what): a Python int from an int-like, not a bool or a float
+flag = flag_arg  # flag(v, name, what): a bool (numpy bools, 0 and 1 too), not any truth value
 
 
 def index(v, name, what="index"):
@@ -90,15 +76,6 @@ def number(v, name, what):
     if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf":
         return float(v)
     raise TypeError("%s: %s must be a number, got %s" % (name, what, _show(v)))
-
-
-def flag(v, name, what):
-    """A bool (numpy bools and the ints 0 and 1 too, as DyNet's C++ bool)."""
-    if v is True or v is False:
-        return v
-    if isinstance(v, np.bool_) or (isinstance(v, (int, np.integer)) and v in (0, 1)):
-        return bool(v)
-    raise TypeError("%s: %s must be True or False, got %s" % (name, what, _show(v)))
 
 
 def int_list(v, name, what):

@@ -70,9 +70,9 @@ cdef int expr_arg(object x, str name) except -1
 cdef int index_arg(object v, str name) except -1
 cdef list indices_arg(object vs, str name, str what)
 cdef double number_arg(object v, str name, str what) except? -1.0
-cdef str show(object v)
-cdef object int_arg(object v, str name, str what)
-cdef bint flag_arg(object v, str name, str what) except -1
+cpdef str show(object v)
+cpdef object int_arg(object v, str name, str what)
+cpdef bint flag_arg(object v, str name, str what) except -1
 cdef int same_dims_rule(Graph* g, Node* n, str name) except -1
 cdef int vector_rule(Graph* g, Node* n, str name) except -1
 cdef int picked_vector_check(Graph* g, Node* n, str single, str batch) except -1

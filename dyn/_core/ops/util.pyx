@@ -73,17 +73,17 @@ cdef double number_arg(object v, str name, str what) except? -1.0:
         raise TypeError("%s: %s must be a number, got %r" % (name, what, v)) from None
 
 
-cdef str show(object v):
-    """A short description of a bad value for a message (as dyn/ops/_check.py's _show)."""
+cpdef str show(object v):
+    """A short description of a bad value for a message (dyn/ops/_check.py's too)."""
     if isinstance(v, ndarray):
         return "a numpy array of shape %r" % (v.shape,)
     r = repr(v)
     return "%s %s" % (type(v).__name__, r if len(r) <= 40 else r[:37] + "...")
 
 
-cdef object int_arg(object v, str name, str what):
+cpdef object int_arg(object v, str name, str what):
     """A Python int from an int-like (numpy integers too; not a bool or a float): range
-    checks are the caller's, which knows what the integer is for."""
+    checks are the caller's, which knows what the integer is for (dyn/ops/_check.py's integer)."""
     if type(v) is int:
         return v
     if isinstance(v, (bool, np_bool, float)) or not hasattr(v, "__index__"):
@@ -94,8 +94,9 @@ cdef object int_arg(object v, str name, str what):
         raise TypeError("%s: %s must be an integer, got %s" % (name, what, show(v))) from None
 
 
-cdef bint flag_arg(object v, str name, str what) except -1:
-    """A bool (numpy bools and the ints 0 and 1 too, as DyNet's C++ bool): not any truth value."""
+cpdef bint flag_arg(object v, str name, str what) except -1:
+    """A bool (numpy bools and the ints 0 and 1 too, as DyNet's C++ bool): not any truth value
+    (dyn/ops/_check.py's flag)."""
     if v is True or v is False:
         return v is True
     if isinstance(v, np_bool) or (isinstance(v, (int, np_integer)) and (v == 0 or v == 1)):
