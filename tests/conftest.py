@@ -28,8 +28,17 @@ def fresh_graph():
 
 
 # The device axis: the generated op tests, builders, trainers and the autobatching engine run on
-# every device this process has (tests/<dir>/conftest.py opts a directory in). The CPU is the only
-# one today; a new device joins the list (dyn._core.core.device.available()) and so every such test.
+# every device this process has (tests/<dir>/conftest.py opts a directory in): the CPU, and GPU:0
+# where cupy finds a CUDA GPU or DYN_GPU_STANDIN=1 puts the GPU device's numpy stand-in there (CI).
+def _gpu_or_reason():
+    try:
+        _device.load("GPU:0")
+        return None
+    except (RuntimeError, ValueError) as e:
+        return str(e)
+
+
+GPU_SKIP_REASON = _gpu_or_reason()
 DEVICES = _device.available()
 
 

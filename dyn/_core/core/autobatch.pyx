@@ -55,10 +55,11 @@ from libc.string cimport memcpy, memset, memcmp
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, ABSpec, cg, arg, dim_total, run_fwd, run_bwd, arena_alloc, arena_reserve, mark_live, node_backward,
-    exec_node, check_finite, round_up, seed_backward, ab_spec, set_autobatch_engine, node_desc,
+    raise_kernel_error, exec_node, check_finite, round_up, seed_backward, ab_spec, set_autobatch_engine, node_desc,
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_AUXHEAD, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT,
     ABA_SHARE, ABA_CATAUX,
-    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS, MAX_ELEMS)
+    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS, MAX_ELEMS, DEV_CPU)
+import numpy as np
 
 
 cdef enum:
@@ -174,6 +175,9 @@ cdef int _log(int u) except -1:
     return 0
 
 
+cdef list _HOST_PTRS = []     # pointer arrays of a device whose memory is not the host's (this graph's)
+
+
 cdef void _reset(int n) noexcept:
     """The graph was emptied (n == 0) or cut back to its first n nodes."""
     global nbn, nbi, nbt, nlog
@@ -184,6 +188,8 @@ cdef void _reset(int n) noexcept:
         nbi = 0
         nbt = 0
         nlog = 0
+        if _HOST_PTRS:
+            del _HOST_PTRS[:]
         return
     # cg_revert: forget the units of dropped nodes; batches keep their layout,
     # dropped members become -1 (their slots hold zeros in backward)
@@ -619,6 +625,16 @@ cdef inline long _aux_esz(Graph* g, int u) noexcept:
     return n.naux // n.dim.bd
 
 
+cdef void** _ptr_array(Graph* g, bint fwd, size_t n) except NULL:
+    """Room for n element pointers, which the kernels of the graph's device read: in its arena on
+    the CPU; in host memory on another device (its kernels' launcher reads them on the host)."""
+    if g.device == DEV_CPU:
+        return <void**>arena_alloc(&g.fx if fwd else &g.dx, n * sizeof(void*))
+    a = np.zeros(n if n else 1, np.uintp)
+    _HOST_PTRS.append(a)
+    return <void**><size_t>a.ctypes.data
+
+
 cdef void** _elem_ptrs(Graph* g, long base, int m, int nel, Batch* B, int nid, bint withaux) except NULL:
     """The batch elements (nel per member) of an argument passed per member (ABA_PTR; base: its
     argument map in BI: m node ids, m offsets, m lengths in items). B NULL: the values; else the
@@ -629,8 +645,7 @@ cdef void** _elem_ptrs(Graph* g, long base, int m, int nel, Batch* B, int nid, b
     cdef int j, e, isz = g.itemsize, u
     cdef int* ids = &BI[base + 1]
     cdef long esz = ids[2 * m] // nel, asz = 0, n = <long>m * nel
-    cdef void** pp = <void**>arena_alloc(&g.fx if B == NULL else &g.dx,
-                                          <size_t>n * (2 if withaux else 1) * sizeof(void*))
+    cdef void** pp = _ptr_array(g, B == NULL, <size_t>n * (2 if withaux else 1))
     cdef char* p
     cdef char* sink = NULL
     for j in range(m):
@@ -798,6 +813,8 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     run_fwd(g, &BN[pn])
     tk = _now() - t1
     g.nodes, g.ipool = saved_nodes, saved_ipool
+    if g.kerr:
+        raise_kernel_error()
     if g.check:
         for j in range(m):
             check_finite(mem[j])
@@ -882,6 +899,8 @@ cdef int _ab_backward(int nid, bint full) except -1:
                 t1 = _now()
                 node_backward(u, live)
                 tk += _now() - t1
+                if g.kerr:
+                    raise_kernel_error()
                 continue
             bi = -1 - u
             if not blive[bi]:
@@ -1000,6 +1019,8 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
                 run_bwd(g, &BN[B.pn], k)
         tk = _now() - t1
         g.nodes, g.ipool = saved_nodes, saved_ipool
+        if g.kerr:
+            raise_kernel_error()
         # scatter-add the gathered argument gradients
         for k in range(B.nargs):
             if tp[k] == NULL:

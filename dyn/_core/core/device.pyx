@@ -14,9 +14,32 @@ cdef int register_device(str name, Device* d) except -1:
 cdef Device* find_device(str name) except NULL:
     """The device called name ("CPU"), or a ValueError naming those there are."""
     key = name.upper()
+    if key not in _DEVICES and key.startswith("GPU"):
+        _load_gpu(key)
     if key not in _DEVICES:
         raise ValueError("dyn: no device %r here (available: %s)" % (name, ", ".join(sorted(_DEVICES))))
     return <Device*><size_t>_DEVICES[key]
+
+
+cdef _load_gpu(str key):
+    """The GPU device registers itself when first asked for (a CPU program never imports cupy):
+    a RuntimeError saying what is missing where there is none."""
+    if key != "GPU:0":
+        if key == "GPU":
+            raise ValueError("dyn: name a GPU by its index, as DyNet: 'GPU:0'")
+        import dyn._core.gpu as _gpu
+        if _gpu.current() is None:
+            _gpu.load()
+        raise ValueError("dyn: no device %r here (available: %s): this process uses one GPU, 'GPU:0'"
+                         % (key, ", ".join(sorted(_DEVICES))))
+    import dyn._core.gpu as _gpu
+    _gpu.load()
+
+
+def load(str name):
+    """Make device `name` available (the GPU registers itself when first asked for): ValueError for
+    a name that is no device, RuntimeError saying what is missing for a GPU this machine lacks."""
+    find_device(name)
 
 
 def available():

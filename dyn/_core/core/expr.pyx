@@ -18,7 +18,7 @@ from dyn._core.core.graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
     declare_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
     set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, F_PTRS, idx,
-    set_autobatch, AB_PARAM)
+    set_autobatch, AB_PARAM, DEV_CPU)
 from dyn.errors import StaleExpressionError
 
 cnp.import_array()
@@ -350,8 +350,9 @@ cdef class InputExpression(Expression):
                              % (dim_total(&n.dim), dim_str(&n.dim), len(data)))
         self.data = data
         n.pyref = pyref_add(data)    # keeps the data alive; graph_leaves() finds it
-        n.v = cnp.PyArray_DATA(data)
-        n.ptr = n.v
+        n.ptr = cnp.PyArray_DATA(data)
+        if n.flags & F_FIXED:        # the CPU reads the data where it lies; another device's input
+            n.v = n.ptr              # kernel copies it into the arena (once per graph)
 
     def set(self, values):
         """Replace the values (column-major flat list) and invalidate the graph."""
@@ -377,7 +378,7 @@ def make_input(object data, tuple shape, object bd, bint settable=True):
     cdef int nid = new_node(OP_INPUT, 0, NULL)
     cdef Node* n = &cg().nodes[nid]
     n.dim = d
-    n.flags = F_CONST | F_FIXED
+    n.flags = F_CONST | (F_FIXED if cg().device == DEV_CPU else 0)
     cdef InputExpression e = InputExpression.__new__(InputExpression)
     e._set_node(nid)
     e.settable = settable
@@ -493,11 +494,16 @@ cdef void _relocate(char* lo, char* hi, char* nb) noexcept:
 
 POOLS = {}
 
-def pool_for_current_dtype():
+def pool_for_current_dtype(device=None):
+    """The parameter pool of the current float type on `device` (a name; None: the device graphs run
+    on), made on first use."""
     cdef int dt = cg().dtype
-    if dt not in POOLS:
-        POOLS[dt] = Pool(dt)
-    return POOLS[dt]
+    if device is None:
+        device = (<bytes>cg().dev.name).decode()
+    key = dt if device == "CPU" else (dt, device)
+    if key not in POOLS:
+        POOLS[key] = Pool(dt, device)
+    return POOLS[key]
 
 
 # ---------------------------------------------------------------- trainer catch-up hook

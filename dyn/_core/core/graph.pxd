@@ -82,6 +82,7 @@ ctypedef struct Graph:
     int immediate
     int check
     int bwd_target    # node backward last started from, -1 if none
+    int kerr          # a kernel failed (a device whose kernels can raise: see kernel_error)
     unsigned long long rng[2]
 
 ctypedef int (*shape_fn)(Graph* g, Node* n) except -1
@@ -156,6 +157,7 @@ cdef int set_autobatch_engine(ab_fwd_hook f, ab_bwd_hook b, ab_reset_hook r) exc
 cdef bint autobatch_active() noexcept nogil
 cdef int exec_node(int i) except -1
 cdef int check_finite(int i) except -1
+cdef int raise_kernel_error() except -1
 cdef size_t round_up(size_t n) noexcept nogil
 
 cdef Graph* cg() noexcept nogil

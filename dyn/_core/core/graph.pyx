@@ -347,6 +347,25 @@ def op_code(str name):
     """Integer code of a compiled operation (KeyError if none)."""
     return OPCODES[name]
 
+
+def op_name_of(int op):
+    """The kernel-table name of op code `op`."""
+    return op_name(op)
+
+
+def op_label(int op):
+    return op_name(op)
+
+
+def op_names():
+    """Every operation of the kernel table, by name."""
+    return sorted(OPCODES)
+
+
+def pyref(int i):
+    """The Python object a node holds (its pyref)."""
+    return PYREFS[i]
+
 cdef int pyref_add(object o) except -1:
     PYREFS.append(o)
     return len(PYREFS) - 1
@@ -494,6 +513,8 @@ cdef int exec_node(int i) except -1:
     if n.naux:
         n.aux = arena_alloc(&G.fx, <size_t>n.naux * G.itemsize)
     run_fwd(&G, n)
+    if G.kerr:
+        raise_kernel_error()
     n.flags |= F_DONE
     if G.check:
         _check_finite(i)
@@ -501,6 +522,27 @@ cdef int exec_node(int i) except -1:
 
 cdef int check_finite(int i) except -1:
     return _check_finite(i)
+
+
+cdef object KERR_EXC = None
+
+
+def kernel_error(exc):
+    """A kernel that runs Python (a device's, through its trampoline: kernels cannot raise) hands
+    its exception here; the graph raises it where the kernel was run."""
+    global KERR_EXC
+    KERR_EXC = exc
+    G.kerr = 1
+
+
+cdef int raise_kernel_error() except -1:
+    global KERR_EXC
+    exc = KERR_EXC
+    KERR_EXC = None
+    G.kerr = 0
+    if exc is None:
+        exc = RuntimeError("dyn: a kernel failed")
+    raise exc
 
 cdef int _check_finite(int i) except -1:
     cdef Node* n = &G.nodes[i]
@@ -571,6 +613,8 @@ cdef int backward_from(int nid, bint full) except -1:
         for i in range(nid, -1, -1):
             if live[i]:
                 node_backward(i, live)
+                if G.kerr:
+                    raise_kernel_error()
     finally:
         free(live)
     return 0
