@@ -113,6 +113,7 @@ def init(
     precision=None,
     devices=None,
     seed=None,
+    device=None,
 ):
     """Configure dyn from Python, at any time (no command line, no restart).
 
@@ -152,7 +153,11 @@ def init(
             (DyNet's --dynet-autobatch); renew_cg(autobatching=...) overrides it.
         weight_decay: accepted for compatibility (applied by trainers later).
         precision: "float32" (default) or "float64" for new graphs/parameters.
-        devices: only "CPU" is available in this build.
+        devices / device: DyNet's --dynet-devices: "CPU", "GPU:0" or a list
+            such as "CPU,GPU:0". Graphs run on the first GPU listed (else the
+            CPU), and new parameters live there; the current graph is renewed.
+            A GPU needs cupy and a CUDA GPU: a RuntimeError says what is
+            missing.
     """
     # check every option before applying any: a bad one changes nothing
     seed_value = None if seed is None else _seed("seed", seed)
@@ -161,14 +166,11 @@ def init(
         if seed_value is not None and rs != seed_value:
             raise ValueError("dyn.init: seed=%r and random_seed=%r disagree (give one)" % (seed, random_seed))
         seed_value = rs
-    if devices is not None:
-        names = [d.strip().upper() for d in str(devices).split(",")]
-        if any("GPU" in d for d in names):
-            raise RuntimeError("dyn: no GPU support in this build (asked for devices=%r)" % (devices,))
-        if not all(d == "CPU" or (d.startswith("CPU:") and d[4:].isdigit()) for d in names):
-            raise ValueError(
-                "dyn.init: devices=%r names a device this build lacks (it has 'CPU')" % (devices,)
-            )
+    if device is not None:
+        if devices is not None and str(devices) != str(device):
+            raise ValueError("dyn.init: devices=%r and device=%r disagree (give one)" % (devices, device))
+        devices = device
+    main_device = None if devices is None else _devices(devices)
     mem_bytes = None if mem is None or (isinstance(mem, str) and not mem.strip()) else _mem_bytes(mem)
     ab = None if autobatch is None else _flag("autobatch", autobatch)
     wd = None if weight_decay is None else _number("weight_decay", weight_decay, float)
@@ -181,8 +183,10 @@ def init(
 
     # apply: what can fail (allocating the arenas) first; it changes nothing when it
     # fails, and the rest cannot fail. Anything that still raises is rolled back.
-    saved = dict(state), _graph.get_dtype(), _graph.autobatching()
+    saved = dict(state), _graph.get_dtype(), _graph.autobatching(), _graph.device_name()
     try:
+        if main_device is not None and main_device != _graph.device_name():
+            _graph.use_device(main_device)
         if mem_bytes is not None:
             _graph.set_initial_memory(mem_bytes)
             state["mem"] = mem_bytes
@@ -201,11 +205,13 @@ def init(
     state["initialized"] = True
 
 
-def _restore(old_state, dtype, autobatching):
+def _restore(old_state, dtype, autobatching, device="CPU"):
     """Put back the settings init saw before it started. The arenas stay as
     they are (set_initial_memory either completed or changed nothing, and it
     runs first, before anything that could fail), and so does "mem"."""
     old_state = dict(old_state, mem=state.get("mem"))
+    if _graph.device_name() != device:
+        _graph.use_device(device)
     if _graph.get_dtype() != dtype:
         _graph.set_dtype(dtype)
     if _graph.autobatching() != autobatching:
@@ -225,6 +231,7 @@ def current_config() -> dict:
         "weight_decay": state["weight_decay"],
         "precision": _graph.get_dtype(),
         "mem": state.get("mem"),
+        "device": _graph.device_name(),
     }
 
 
@@ -245,17 +252,72 @@ def set_seed(seed: int):
         hook(seed)
 
 
+def _devices(spec):
+    """The device graphs run on for DyNet's --dynet-devices value ("CPU", "GPU:0", "CPU,GPU:0"):
+    the first GPU listed, else the CPU. Each name is checked, and a GPU made available (a
+    RuntimeError says what is missing); ValueError for a name that is no device."""
+    from dyn._core.core import device as _device
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError("dyn.init: devices must be a string such as 'CPU', 'GPU:0' or 'CPU,GPU:0', got %r"
+                         % (spec,))
+    names = [d.strip().upper() for d in spec.split(",")]
+    main = "CPU"
+    for d in names:
+        if d == "CPU" or (d.startswith("CPU:") and d[4:].isdigit()):
+            continue
+        if not (d.startswith("GPU:") and d[4:].isdigit()):
+            raise ValueError("dyn.init: devices=%r: %r is not a device name ('CPU', 'GPU:0')" % (spec, d))
+        if d != "GPU:0":
+            raise ValueError("dyn.init: devices=%r: this process uses one GPU, 'GPU:0' (run one process "
+                             "per GPU with CUDA_VISIBLE_DEVICES to use several)" % (spec,))
+        _device.load(d)
+        if main == "CPU":
+            main = d
+    return main
+
+
+def device_arg(device, what):
+    """A device name given to add_parameters(device=...) or to_device: "" / None is the device graphs
+    run on; otherwise the name checked and its device made available."""
+    if device is None or device == "":
+        return None
+    if not isinstance(device, str):
+        raise TypeError("%s: device must be a name such as 'CPU' or 'GPU:0', got %r" % (what, device))
+    name = device.strip().upper()
+    if name.startswith("CPU"):
+        return "CPU"
+    _devices(name)
+    return name
+
+
+def _gpu_flag(flags):
+    """--dynet-gpus N / --dynet-gpu N: the number of GPUs asked for (0: none)."""
+    v = flags.get("gpus", flags.get("gpu"))
+    if v is None:
+        return 0
+    try:
+        n = int(v)
+    except ValueError:
+        raise ValueError("--dynet-gpus needs a number of GPUs, got %r" % (v,)) from None
+    if n > 1:
+        raise RuntimeError("dyn: --dynet-gpus %d: this process uses one GPU (run one process per GPU)" % n)
+    return n
+
+
 def init_from_argv():
     flags = parse_flags(sys.argv)
-    if any(k in flags for k in ("gpus", "gpu")) and flags.get("gpus", flags.get("gpu")) not in ("0",):
-        raise RuntimeError("dyn: built without GPU support, but --dynet-gpus was given")
+    devices = flags.get("devices")
+    if _gpu_flag(flags) and devices is None:
+        devices = "GPU:0"
+    if devices is None and os.environ.get("DYN_DEVICE"):
+        devices = os.environ["DYN_DEVICE"]
     env_dtype = os.environ.get("DYN_PRECISION")
     init(
         random_seed=flags.get("seed"),
         mem=flags.get("mem"),
         autobatch=flags.get("autobatch"),
         weight_decay=flags.get("weight-decay"),
-        devices=flags.get("devices"),
+        devices=devices,
         precision=env_dtype,
     )
 
@@ -266,18 +328,33 @@ def reset_random_seed(seed):
 
 
 class DeviceInfo:
-    def __init__(self, name, id, dtype):  # noqa: A002 (DyNet's argument name)
+    """DyNet's device record: name, id, type (-1 CPU, 1 GPU); on a GPU also the card's name and its
+    memory in bytes (memory_free, memory_total; memory_used: what dyn's pool holds)."""
+
+    def __init__(self, name, id, dtype, **memory):  # noqa: A002 (DyNet's argument name)
         self.name, self.id, self.type = name, id, dtype
+        self.__dict__.update(memory)
+
+    def __repr__(self):
+        return "DeviceInfo(%s)" % ", ".join("%s=%r" % kv for kv in sorted(self.__dict__.items()))
 
 
 def available_devices():
-    return ["CPU"]
+    """The devices this process has made available: the CPU, and GPU:0 once a GPU was asked for."""
+    from dyn._core.core import device as _device
+    return sorted(_device.available(), key=lambda d: (d != "CPU", d))
 
 
 def get_device_info(name):
-    if name != "CPU":
-        raise ValueError("unknown device %r (this build has only CPU)" % (name,))
-    return DeviceInfo("CPU", 0, -1)
+    if not isinstance(name, str) or name.strip().upper() not in available_devices():
+        raise ValueError("unknown device %r (available: %s)" % (name, ", ".join(available_devices())))
+    name = name.strip().upper()
+    if name == "CPU":
+        return DeviceInfo("CPU", 0, -1)
+    import dyn._core.gpu as _gpu
+    info = _gpu.current().info()
+    card = info.pop("name")
+    return DeviceInfo(name, int(name[4:]), 1, card=card, **info)
 
 
 class DynetParams:
@@ -337,7 +414,7 @@ class DynetParams:
             mem=self.mem_descriptor,
             autobatch=self.autobatch,
             weight_decay=self.weight_decay,
-            devices="GPU" if self.requested_gpus > 0 else None,
+            devices="GPU:0" if self.requested_gpus > 0 else None,
         )
 
 

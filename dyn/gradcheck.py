@@ -63,23 +63,30 @@ def check_grad(
 
     saved = [p.grad_view().copy() for p in param_list]
     for p in param_list:
-        p.grad_view()[:] = 0
+        p.write_grads(0)
     loss.backward(full=not rebuild)
     analytic = [p.grad_view().copy() for p in param_list]
     analytic += [np.ravel(_expr.wrap_node(nid).gradient(), order="F") for nid, _ in input_list]
     names = [p.name() for p in param_list] + ["input node %d" % nid for nid, _ in input_list]
+    # parameters are changed through write_values (a device's host view is a copy); inputs are host
+    # arrays the graph copies in again when it is recomputed
     views = [p.value_view() for p in param_list] + [data for _, data in input_list]
+    owners = list(param_list) + [None] * len(input_list)
     bad = []
     try:
-        for name, view, grad in zip(names, views, analytic):
+        for name, view, grad, owner in zip(names, views, analytic, owners):
+            put = (lambda: None) if owner is None else (lambda o=owner, v=view: o.write_values(v))
             idx = np.arange(view.size) if view.size <= max_elems else rng.choice(view.size, max_elems, False)
             for i in idx:
                 old = view[i]
                 view[i] = old + eps
+                put()
                 up = value()
                 view[i] = old - eps
+                put()
                 down = value()
                 view[i] = old
+                put()
                 num = (up - down) / (2 * eps)
                 if abs(num - grad[i]) > atol + rtol * max(abs(num), abs(grad[i])):
                     bad.append((name, int(i), float(grad[i]), float(num)))
@@ -89,5 +96,5 @@ def check_grad(
         if not rebuild:
             _graph.invalidate()
         for p, g in zip(param_list, saved):
-            p.grad_view()[:] = g
+            p.write_grads(g)
     return bad

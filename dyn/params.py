@@ -243,20 +243,20 @@ class Parameters(_expr.ParamExpr):
             raise ValueError(
                 "set_value: array of shape %r for %s of shape %r" % (a.shape, self._name, tuple(self.shape()))
             )
-        self.value_view()[:] = a.ravel(order="F")
+        self.write_values(a.ravel(order="F"))
 
     def clip_inplace(self, left, right):
-        np.clip(self.value_view(), left, right, out=self.value_view())
+        self.write_values(np.clip(self.value_view(), left, right))
 
     def zero(self):
-        self.value_view()[:] = 0
-        self.grad_view()[:] = 0
+        self.write_values(np.zeros(self.size))
+        self.write_grads(0)
 
     def scale(self, s):
-        self.value_view()[:] *= s
+        self.write_values(self.value_view() * s)
 
     def scale_gradient(self, s):
-        self.grad_view()[:] *= s
+        self.write_grads(self.grad_view() * s)
 
     def is_updated(self):
         return self.updated
@@ -356,9 +356,11 @@ class LookupParameters(Parameters):
         a = _values(row, "init_row", "row")
         if a.size != self.rowsize:
             raise ValueError("init_row: %d values for rows of %d" % (a.size, self.rowsize))
-        self._rows(self.value_view())[i] = (
+        values = self.value_view()
+        self._rows(values)[i] = (
             a.reshape(self._row_shape()).ravel(order="F") if a.shape == self._row_shape() else a.ravel()
         )
+        self.write_values(values)
 
     def init_from_array(self, arr):
         a = _values(arr, "init_from_array")
@@ -366,8 +368,12 @@ class LookupParameters(Parameters):
             raise ValueError(
                 "init_from_array: array of shape %r for %s of shape %r" % (a.shape, self._name, self.shape())
             )
+        values = self.value_view()
+        rows = self._rows(values)
         for i in range(len(a)):
-            self.init_row(i, a[i])
+            r = a[i]
+            rows[i] = r.reshape(self._row_shape()).ravel(order="F") if r.shape == self._row_shape() else r.ravel()
+        self.write_values(values)      # one write: on a device, one copy for the whole table
 
     def set_value(self, arr):
         a = _values(arr, "set_value")
@@ -426,11 +432,11 @@ class ParameterCollection:
             (c._lookups if lookup else c._params).append(p)
             c = c._parent
 
-    def _new(self, cls, dim, init_values, name, is_lookup):
+    def _new(self, cls, dim, init_values, name, is_lookup, device=""):
         p = cls.__new__(cls)
-        p._setup(_expr.pool_for_current_dtype(), dim, is_lookup)
+        p._setup(_expr.pool_for_current_dtype(_config.device_arg(device, "add_parameters")), dim, is_lookup)
         p._name = self._name + self._unique(name)
-        p.value_view()[:] = np.asarray(init_values, dtype=np.float64).ravel(order="F")
+        p.write_values(np.asarray(init_values, dtype=np.float64).ravel(order="F"))
         self._register(p, is_lookup)
         return p
 
@@ -447,15 +453,15 @@ class ParameterCollection:
                 "identity", a numpy array (its shape is used) or a PyInitializer.
         """
         if isinstance(init, np.ndarray):
-            return self.parameters_from_numpy(init, name=name)
+            return self.parameters_from_numpy(init, name=name, device=device)
         d = _dim(dim, "add_parameters")
         values = _initializer(init, d, scale, mean, std).initialize(d, False)
-        return self._new(Parameters, d, values, name, False)
+        return self._new(Parameters, d, values, name, False, device)
 
     def add_lookup_parameters(self, dim, init=None, name="", device="", scale=1.0, mean=0.0, std=1.0):
         """A new table of ``dim[0]`` rows of shape ``dim[1:]`` (an int: rows of 1)."""
         if isinstance(init, np.ndarray):
-            return self.lookup_parameters_from_numpy(init, name=name)
+            return self.lookup_parameters_from_numpy(init, name=name, device=device)
         if isinstance(init, NumpyInitializer):
             raise ValueError("add_lookup_parameters: pass the numpy array itself, not a NumpyInitializer")
         d = _dim(dim, "add_lookup_parameters")
@@ -465,13 +471,13 @@ class ParameterCollection:
         if init == "he":
             init = NormalInitializer(0.0, 1.0 / (2.0 * d[-1]))
         values = _initializer(init, table_dim, scale, mean, std).initialize(table_dim, True)
-        return self._new(LookupParameters, table_dim, values, name, True)
+        return self._new(LookupParameters, table_dim, values, name, True, device)
 
     def parameters_from_numpy(self, array, name="", device=""):
         a = _values(array, "parameters_from_numpy", "array")
         if a.size == 0:
             raise ValueError("parameters_from_numpy: empty array of shape %r" % (a.shape,))
-        return self._new(Parameters, a.shape or (1,), a, name, False)
+        return self._new(Parameters, a.shape or (1,), a, name, False, device)
 
     def lookup_parameters_from_numpy(self, array, name="", device=""):
         a = _values(array, "lookup_parameters_from_numpy", "array")
@@ -484,8 +490,8 @@ class ParameterCollection:
             a = a[:, None]
         table_dim = a.shape[1:] + (a.shape[0],)
         rows = np.stack([r.ravel(order="F") for r in a])  # row i contiguous
-        p = self._new(LookupParameters, table_dim, np.zeros(a.size), name, True)
-        p.value_view()[:] = rows.ravel()
+        p = self._new(LookupParameters, table_dim, np.zeros(a.size), name, True, device)
+        p.write_values(rows.ravel())
         return p
 
     def add_subcollection(self, name=None):

@@ -4,6 +4,21 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+
+def _cuda_gpu_present():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+# Where there is no CUDA GPU, GPU:0 is the GPU device's numpy stand-in: the GPU code paths (its
+# kernels, memory, the autobatching engine's device calls) run in every test of the device axis.
+# DYN_GPU_STANDIN=0 turns that off (GPU tests then skip, saying why).
+if "DYN_GPU_STANDIN" not in os.environ:
+    os.environ["DYN_GPU_STANDIN"] = "0" if _cuda_gpu_present() else "1"
+
 import pytest  # noqa: E402
 
 import dyn as dy  # noqa: E402

@@ -11,13 +11,15 @@ from dyn.graph import autobatch_stats
 
 
 def test_the_cpu_is_a_device_and_unknown_names_are_refused():
-    assert _device.available() == ["CPU"]
+    assert "CPU" in _device.available()
     assert _graph.device_name() == "CPU"
     _graph.use_device("cpu")  # names are case-insensitive; the current device: nothing changes
     assert _graph.device_name() == "CPU"
-    for bad in ("GPU:0", "TPU", ""):
-        with pytest.raises(ValueError, match="no device %r here \\(available: CPU\\)" % bad):
+    for bad in ("TPU", ""):
+        with pytest.raises(ValueError, match="no device %r here \\(available: CPU" % bad):
             _graph.use_device(bad)
+    with pytest.raises(ValueError, match="by its index"):
+        _graph.use_device("GPU")
     assert dy.inputVector([1.0, 2.0]).npvalue().tolist() == [1.0, 2.0]
 
 
@@ -34,8 +36,8 @@ def test_values_and_gradients_cross_the_device_boundary():
         hs = [dy.tanh(W * E[i]) for i in (1, 3, 3, 6)]
         loss = dy.sum_elems(dy.esum(hs))
         value = loss.value()
-        W.grad_view()[:] = 0
-        E.grad_view()[:] = 0
+        W.write_grads(0)
+        E.write_grads(0)
         loss.backward()
         return value, W.grad_as_array().copy(), E.grad_as_array().copy()
 

@@ -93,7 +93,7 @@ def test_large_batches_are_split_and_equal_the_unbatched_engine():
         ys = [dy.tanh(W * dy.inputVector(list(v))) for v in data]
         loss = dy.esum([dy.sum_elems(y) for y in ys])
         value = loss.value()
-        W.grad_view()[:] = 0
+        W.write_grads(0)
         loss.backward()
         return value, W.grad_as_array().copy(), [y.npvalue() for y in ys]
 

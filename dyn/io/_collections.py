@@ -58,8 +58,8 @@ def _assign(pairs):
         grads = None if e.get_grad is None else e.get_grad(kind_of(p))
         staged.append((p, values, grads))
     for p, values, grads in staged:
-        p.value_view()[:] = values
-        p.grad_view()[:] = 0 if grads is None else grads
+        p.write_values(values)
+        p.write_grads(0 if grads is None else grads)
         if p.is_lookup:  # restored gradients may sit in any row: the next update is dense
             p.clear_touched() if grads is None else p.mark_all_touched()
 
@@ -120,7 +120,7 @@ def new_from_entry(coll, e, kind, name, path):
     p = coll._new_loaded(dim, values, kind == "lookup")
     p._name = name  # DyNet keeps the saved full name
     if grads is not None:
-        p.grad_view()[:] = grads
+        p.write_grads(grads)
         if p.is_lookup:
             p.mark_all_touched()
     return p

@@ -242,8 +242,12 @@ def kmh_ngram(x, n):
     direct=_k.to_device,
 )
 def to_device(e, device_str):
-    """Copy an expression to a device. This build has only the CPU: 'CPU' gives
-    a copy (gradients pass through), a GPU device raises ValueError.
+    """Copy an expression to a device ('CPU', 'GPU:0'). A graph's nodes run on
+    the graph's device (``dyn.init(devices=...)``): the device named must be
+    available, and the result is a copy on the graph's device (gradients pass
+    through), so DyNet programs that move expressions between devices run
+    unchanged. An unknown device is a ValueError; a GPU this machine lacks, a
+    RuntimeError saying what is missing.
 
     Example:
         >>> y = dy.to_device(x, "CPU")

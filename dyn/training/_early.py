@@ -33,7 +33,7 @@ class Snapshot:
     def restore(self):
         """Write the copied values back (gradients are left as they are)."""
         for p, v in zip(self.params, self.values):
-            p.value_view()[:] = v  # value_view catches up the table before the write
+            p.write_values(v)  # catches up the table before the write
 
     def arrays(self):
         """{parameter name: its value as as_array() shows it}."""

@@ -34,8 +34,8 @@ class Model:
 
     def zero_grads(self):
         for p in (self.W, self.W2, self.b):
-            p.grad_view()[:] = 0
-        self.E.grad_view()[:] = 0
+            p.write_grads(0)
+        self.E.write_grads(0)
 
 
 # one example: a small random program over a pool of expressions

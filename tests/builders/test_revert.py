@@ -63,7 +63,7 @@ def _grads(m):
 
 def _zero(m):
     for p in m.parameters_list():
-        p.grad_view()[:] = 0
+        p.write_grads(0)
 
 
 def _rnn_run(b, xs, s0=None):

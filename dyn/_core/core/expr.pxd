@@ -10,7 +10,7 @@ cdef class Expression:
     cdef void _set_node(self, int nid) noexcept
     cdef bint _alive(self) noexcept
 
-cdef int OP_INPUT, OP_CONST, OP_PARAM, OP_LOOKUP, OP_LOOKUPB    # the leaf operations
+cdef int OP_INPUT, OP_CONST, OP_PARAM, OP_LOOKUP, OP_LOOKUPB, OP_XPARAM    # the leaf operations (OP_XPARAM: a parameter of another device)
 
 cdef Expression wrap(int nid)
 cdef int arg_id(object x, int op=*) except -1

@@ -18,7 +18,7 @@ from dyn._core.core.graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
     declare_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
     set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, F_PTRS, idx,
-    set_autobatch, AB_PARAM, DEV_CPU)
+    set_autobatch, AB_PARAM, DEV_CPU, DEV_GPU, set_kernels, kfwd_fn, kbwd_fn)
 from dyn.errors import StaleExpressionError
 
 cnp.import_array()
@@ -407,6 +407,15 @@ cdef char* _data_ptr(object a) except? NULL:
     return <char*><size_t>a.__cuda_array_interface__["data"][0]
 
 
+cdef object _gpu_asarray(a):
+    import dyn._core.gpu as _gpu
+    return _gpu.current().asarray(a)
+
+
+cdef object _device_index(a, rows):
+    return rows if isinstance(a, np.ndarray) else _gpu_asarray(rows)
+
+
 cdef class Pool:
     def __init__(self, int dtype, str device="CPU"):
         self.dtype = dtype
@@ -425,6 +434,15 @@ cdef class Pool:
     def host_grads(self):
         """The gradients as a host array (see host_values)."""
         return _device.to_host(self.device, self.grads)
+
+    def put(self, bint grad, long off, a):
+        """Write the host array a (flat) into the values (or gradients) from element off: how host
+        code changes parameters on any device."""
+        dst = self.grads if grad else self.values
+        if not isinstance(dst, np.ndarray):
+            import dyn._core.gpu as _gpu
+            a = _gpu.current().asarray(np.asarray(a, dtype=dst.dtype))
+        dst[off:off + len(a)] = a
 
     cdef _set(self, values, grads):
         self.values = values
@@ -613,8 +631,57 @@ cdef class ParamExpr(Expression):
         """This parameter's gradient in the pool's host view."""
         return self.pool.host_grads()[self.off:self.off + self.size]
 
+    def write_values(self, flat):
+        """Set the values from a flat host array (column-major; a table: row after row), on
+        whichever device the pool lives: value_view() is a copy on a device."""
+        _catch_up(self, NULL, -1)    # trainer hook: idle rows current before they are overwritten
+        a = np.asarray(flat, dtype=self.pool.values.dtype).ravel()
+        if len(a) != self.size:
+            raise ValueError("%d values for a parameter of %d" % (len(a), self.size))
+        self.pool.put(False, self.off, a)
+
+    def write_grads(self, flat):
+        """Set the gradient from a flat host array (a scalar fills it)."""
+        a = np.asarray(flat, dtype=self.pool.grads.dtype)
+        a = np.full(self.size, a, a.dtype) if a.ndim == 0 else a.ravel()
+        if len(a) != self.size:
+            raise ValueError("%d gradient values for a parameter of %d" % (len(a), self.size))
+        self.pool.put(True, self.off, a)
+
     def dyn_dim(self):
         return dim_to_py(&self.pdim)[0]
+
+    def _values_of_rows(self, rows):
+        """Host copy of the values: all (rows None) or of the given rows, flat in node order."""
+        a = self.pool.values[self.off:self.off + self.size]
+        if rows is not None:
+            a = a.reshape(self.nrows, self.rowsize)[_device_index(a, rows)]
+        return _device.to_host(self.pool.device, a).ravel()
+
+    def _add_grads_of_rows(self, rows, host):
+        """Add the host array into the gradient (all, or of the given rows; repeated rows add up),
+        marking the rows a trainer then updates."""
+        cdef int r
+        g = self.pool.grads[self.off:self.off + self.size]
+        h = host if isinstance(g, np.ndarray) else _gpu_asarray(host)
+        h = h.astype(g.dtype, copy=False)
+        if rows is None:
+            g += h
+            if self.is_lookup:
+                self.touch.all = 1
+            return
+        g2 = g.reshape(self.nrows, self.rowsize)
+        h = h.reshape(len(rows), self.rowsize)
+        if isinstance(g, np.ndarray):
+            np.add.at(g2, rows, h)
+        else:
+            import cupyx
+            cupyx.scatter_add(g2, _gpu_asarray(rows), h)
+        for r in rows:
+            if not self.touch.flag[r]:
+                self.touch.flag[r] = 1
+                self.touch.rows[self.touch.n] = r
+                self.touch.n += 1
 
     cdef int param_node(self, bint update) except -1:
         cdef Graph* g = cg()
@@ -647,6 +714,7 @@ cdef class ParamExpr(Expression):
         n.flags = F_FIXED | ((F_NG | F_PGRAD) if update else F_CONST)
         n.aux = &self.touch if self.is_lookup else NULL
         n.pyref = pyref_add(self)    # the table, for _catch_up_graph
+        _foreign(g, n, self, XP_WHOLE)
         finish_node(nid)
         if update:
             self.pnid = nid
@@ -689,6 +757,7 @@ cdef class ParamExpr(Expression):
         n.flags = F_FIXED | ((F_NG | F_PGRAD) if update else F_CONST)
         n.aux = &self.touch
         n.pyref = pyref_add(self)    # the table, for _catch_up_graph
+        _foreign(g, n, self, XP_ROW)
         finish_node(nid)
         return _lookup_expr(nid, self, update)
 
@@ -715,12 +784,13 @@ cdef class ParamExpr(Expression):
         set_indices(nid, rows)
         _catch_up(self, idx(g, n), n.nidx)    # trainer hook: rows up to date
         n.pyref = pyref_add(self)    # the table, for _catch_up_graph
+        _foreign(g, n, self, XP_ROWS)
         finish_node(nid)
         return _lookup_expr(nid, self, update)
 
 
 cdef inline bint _is_param_node(Graph* g, int nid, ParamExpr p) noexcept:
-    return nid < g.n and g.nodes[nid].op == OP_PARAM and \
+    return nid < g.n and (g.nodes[nid].op == OP_PARAM or g.nodes[nid].op == OP_XPARAM) and \
         g.nodes[nid].ptr == <void*>(p.pool.vb + p.off * p.pool.itemsize)
 
 
@@ -753,7 +823,11 @@ cdef class LookupExpression(Expression):
         cdef int i = self.node_id(False)
         cdef Node* n = &cg().nodes[i]
         cdef int r, k
-        if n.op == OP_LOOKUP:
+        if n.op == OP_XPARAM and n.ia[1] == XP_ROW:
+            r = _check_row(self.table, index)
+            _catch_up(self.table, &r, 1)    # trainer hook
+            n.ia[0] = r
+        elif n.op == OP_LOOKUP:
             r = _check_row(self.table, index)
             _catch_up(self.table, &r, 1)    # trainer hook
             n.ia[0] = r
@@ -769,6 +843,67 @@ cdef class LookupExpression(Expression):
             _catch_up(self.table, idx(cg(), n), n.nidx)    # trainer hook
         from dyn._core.core.graph import invalidate
         invalidate()
+
+
+# ---------------------------------------------------------------- parameters of another device
+# A graph runs on one device. A parameter whose pool lives on another device (a collection made
+# before the graph's device was chosen, or add_parameters(device=...)) enters it as a
+# foreign_parameter node: its value (the whole parameter, one row or a list of rows) is copied into
+# the graph's arena once per graph, and backward adds its gradient into the pool's, marking rows.
+
+cdef enum:
+    XP_WHOLE = 0
+    XP_ROW = 1       # ia[0]
+    XP_ROWS = 2      # the index list
+
+
+cdef str _graph_device(Graph* g):
+    return (<bytes>g.dev.name).decode().upper()
+
+
+cdef int _foreign(Graph* g, Node* n, ParamExpr p, int kind) except -1:
+    """Make the node a copy of p's memory when p's pool is not on the graph's device."""
+    if p.pool.device.upper() == _graph_device(g):
+        return 0
+    n.op = OP_XPARAM
+    n.ia[1] = kind
+    n.flags &= ~(F_FIXED | F_PGRAD)
+    n.v = NULL
+    return 0
+
+
+cdef object _xrows(Graph* g, Node* n):
+    if n.ia[1] == XP_WHOLE:
+        return None
+    if n.ia[1] == XP_ROW:
+        return np.array([n.ia[0]], np.int64)
+    return np.array([idx(g, n)[k] for k in range(n.nidx)], np.int64)
+
+
+cdef void _xparam_fwd(Graph* g, Node* n, void* y) noexcept:
+    try:
+        p = <ParamExpr>pyref_get(n.pyref)
+        host = np.ascontiguousarray(p._values_of_rows(_xrows(g, n)))
+        g.dev.from_host(n.v, cnp.PyArray_DATA(host), <size_t>dim_total(&n.dim) * g.itemsize)
+    except BaseException as e:
+        from dyn._core.core.graph import kernel_error
+        kernel_error(e)
+
+
+cdef void _xparam_bwd(Graph* g, Node* n, int i, void* gy) noexcept:
+    try:
+        p = <ParamExpr>pyref_get(n.pyref)
+        host = np.empty(dim_total(&n.dim), np.float32 if g.dtype == 0 else np.float64)
+        g.dev.to_host(cnp.PyArray_DATA(host), n.g, <size_t>dim_total(&n.dim) * g.itemsize)
+        p._add_grads_of_rows(_xrows(g, n), host)
+    except BaseException as e:
+        from dyn._core.core.graph import kernel_error
+        kernel_error(e)
+
+
+OP_XPARAM = declare_op("foreign_parameter", _shape_leaf)
+set_kernels(OP_XPARAM, DEV_CPU, _xparam_fwd, _xparam_fwd, _xparam_bwd, _xparam_bwd)
+set_kernels(OP_XPARAM, DEV_GPU, _xparam_fwd, _xparam_fwd, _xparam_bwd, _xparam_bwd)
 
 
 cdef LookupExpression _lookup_expr(int nid, ParamExpr table, bint update):

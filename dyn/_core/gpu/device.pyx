@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: language_level=3
 """The GPU device: the Device of dyn/_core/core/device.pxd and the DEV_GPU column of the kernel table,
 over a backend (dyn/_core/gpu/backend.py) that owns the memory and runs the kernels' array code:
 cupy on a CUDA GPU, or numpy in the stand-in that runs the same code paths on the CPU (tests, CI).
@@ -398,6 +398,12 @@ def register(str op, fwd, bwd=None):
         set_kernels(code, DEV_GPU, <kfwd_fn>_fwd, <kfwd_fn>_fwd, <kbwd_fn>_bwd, <kbwd_fn>_bwd)
     else:
         set_kernels(code, DEV_GPU, <kfwd_fn>_fwd, <kfwd_fn>_fwd)
+
+
+def kernels_of(str op):
+    """The GPU kernels (forward, backward) registered for op."""
+    cdef int code = _graph.op_code(op)
+    return FWD.get(code), BWD.get(code)
 
 
 def registered():

@@ -213,7 +213,10 @@ def kmh_ngram(x, n):
     g_node(nid).ia[0] = k
     return finish(nid)
 
-# ---------------------------------------------------------------- to_device (this build: CPU only)
+# ---------------------------------------------------------------- to_device
+# A graph runs on one device (dyn.init(devices=...)): to_device checks that the device named is
+# available and gives a copy of e on the graph's device (gradients pass through), so DyNet programs
+# that move expressions between devices run unchanged.
 
 cdef int _shape_same(Graph* g, Node* n) except -1:
     n.dim = arg(g, n, 0).dim
@@ -226,11 +229,11 @@ OP_TODEV = declare_op("to_device", _shape_same)
 def to_device(e, device_str):
     expr_arg(e, "to_device")
     if not isinstance(device_str, str):
-        raise TypeError("to_device: device_str must be a string such as 'CPU', got %r" % (device_str,))
-    name = device_str.strip()
-    if name.upper().startswith(("GPU", "CUDA")):
-        raise ValueError("to_device: this build has no GPU (asked for %r); the only device is 'CPU'"
-                         % device_str)
-    if name != "CPU":
-        raise ValueError("to_device: unknown device %r; the only device in this build is 'CPU'" % device_str)
+        raise TypeError("to_device: device_str must be a string such as 'CPU' or 'GPU:0', got %r"
+                        % (device_str,))
+    from dyn._config import device_arg
+    try:
+        device_arg(device_str, "to_device")
+    except (ValueError, RuntimeError) as err:
+        raise type(err)("to_device: %s" % err) from None
     return finish(node1(OP_TODEV, e))

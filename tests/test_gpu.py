@@ -1,0 +1,337 @@
+"""The GPU device: choosing it as DyNet users do, what it does per node (no allocation, no copy
+back), parameters of both devices in one graph, saving on one device and loading on the other.
+
+Where there is no CUDA GPU these run on the GPU device's numpy stand-in (tests/conftest.py), which
+goes through the same code paths; the tests that need a real GPU skip, saying so."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dyn as dy
+from dyn._core.core import device as _device
+from dyn._core.core import graph as _graph
+
+from tests.conftest import GPU_SKIP_REASON
+
+pytestmark = pytest.mark.skipif(GPU_SKIP_REASON is not None, reason="no GPU device: %s" % GPU_SKIP_REASON)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _backend():
+    import dyn._core.gpu as _gpu
+    return _gpu.current()
+
+
+@pytest.fixture
+def on_gpu():
+    dy.init(devices="GPU:0")
+    try:
+        yield _backend()
+    finally:
+        dy.init(devices="CPU")
+
+
+def _run(code, env=None, args=()):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-c", code] + list(args), capture_output=True, text=True,
+                          env=e, cwd=ROOT, timeout=120)
+
+# ---------------------------------------------------------------- choosing the device
+
+
+def test_init_chooses_the_device_and_config_says_which():
+    assert dy.current_config()["device"] == "CPU"
+    dy.init(devices="CPU,GPU:0")          # DyNet's list: graphs run on the GPU listed
+    try:
+        assert dy.current_config()["device"] == "GPU:0"
+        assert dy.available_devices() == ["CPU", "GPU:0"]
+        info = dy.get_device_info("GPU:0")
+        assert (info.name, info.id, info.type) == ("GPU:0", 0, 1) and info.card
+        m = dy.ParameterCollection()
+        W = m.add_parameters((2, 2))
+        assert W.pool.device == "GPU:0"
+    finally:
+        dy.init(device="CPU")
+    assert dy.current_config()["device"] == "CPU"
+
+
+@pytest.mark.parametrize("bad, err, match", [
+    ("GPU:1", ValueError, "one GPU"),
+    ("TPU:0", ValueError, "not a device name"),
+    ("", ValueError, "must be a string"),
+])
+def test_bad_device_names_are_refused_and_change_nothing(bad, err, match):
+    with pytest.raises(err, match=match):
+        dy.init(devices=bad)
+    assert dy.current_config()["device"] == "CPU"
+
+
+@pytest.mark.parametrize("how", [["--dynet-gpus", "1"], ["--dynet-devices", "GPU:0"], ["--dynet-gpu", "1"]])
+def test_command_line_flags_choose_the_gpu(how):
+    r = _run("import dyn as dy; print(dy.current_config()['device'])", args=how)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "GPU:0"
+
+
+def test_environment_variable_chooses_the_gpu():
+    r = _run("import dyn as dy; print(dy.current_config()['device'])", env={"DYN_DEVICE": "GPU:0"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "GPU:0"
+
+
+def test_dynetparams_requested_gpus():
+    r = _run("import dyn as dy\np = dy.DynetParams()\np.set_requested_gpus(1)\np.init()\n"
+             "print(dy.current_config()['device'])")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "GPU:0"
+
+
+def test_without_a_gpu_asking_for_one_says_what_to_install():
+    """No stand-in and no usable CUDA GPU (or no cupy): a RuntimeError naming what is missing."""
+    if _backend() is not None and _backend().is_gpu:
+        pytest.skip("this machine has a GPU")
+    r = _run("import dyn as dy\ntry:\n    dy.init(devices='GPU:0')\nexcept RuntimeError as e:\n"
+             "    print('RuntimeError:', e)\nprint(dy.current_config()['device'])",
+             env={"DYN_GPU_STANDIN": "0"})
+    assert r.returncode == 0, r.stderr
+    assert "RuntimeError: dyn:" in r.stdout and ("pip install" in r.stdout or "no usable CUDA GPU" in r.stdout)
+    assert r.stdout.split()[-1] == "CPU"
+
+
+def test_the_cpu_program_never_imports_cupy():
+    r = _run("import sys, dyn as dy\ndy.renew_cg()\nx = dy.inputVector([1.0, 2.0])\n"
+             "print(dy.tanh(x).npvalue().sum())\nprint('cupy' in sys.modules, 'dyn._core.gpu' in sys.modules)",
+             env={"DYN_GPU_STANDIN": "0"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-2:] == ["False", "False"]
+
+# ---------------------------------------------------------------- what a graph costs the device
+
+
+def _graph_of(W, E, words):
+    dy.renew_cg()
+    h = dy.zeros(4) if hasattr(dy, "zeros") else dy.inputVector([0.0] * 4)
+    losses = []
+    for w in words:
+        h = dy.tanh(W * dy.concatenate([E[w], h]))
+        losses.append(dy.pickneglogsoftmax(h, w % 4))
+    return dy.esum(losses)
+
+
+def test_no_device_allocation_per_node_and_no_copy_back_per_op(on_gpu):
+    bk = on_gpu
+    m = dy.ParameterCollection()
+    W = m.add_parameters((4, 7))
+    E = m.add_lookup_parameters((10, 3))
+    trainer = dy.SimpleSGDTrainer(m, 0.1)
+    for _ in range(2):                                # warm: the arenas reach their size
+        loss = _graph_of(W, E, [1, 2, 3, 4, 5, 6])
+        loss.value()
+        loss.backward()
+        trainer.update()
+    before = bk.counters()
+    loss = _graph_of(W, E, [1, 2, 3, 4, 5, 6])
+    n = _graph.num_nodes()
+    loss.forward()
+    loss.backward()
+    trainer.update()
+    after = bk.counters()
+    assert after["allocs"] == before["allocs"], "a graph of the steady state allocated device memory"
+    assert after["to_host_copies"] == before["to_host_copies"], "forward/backward/update copied values back"
+    launches = after["launches"] - before["launches"]
+    assert n <= launches <= 4 * n                     # kernels ran on the device, a few per node
+    v = loss.value()                                  # the one copy back: the value asked for
+    assert bk.counters()["to_host_copies"] == after["to_host_copies"] + 1
+    assert np.isfinite(v)
+
+
+def test_inputs_are_copied_to_the_device_once_per_graph(on_gpu):
+    bk = on_gpu
+    dy.renew_cg()
+    x = dy.inputTensor(np.arange(6.0).reshape(2, 3))
+    y = dy.sum_elems(dy.tanh(x) * 2)
+    before = bk.counters()["from_host_copies"]
+    y.forward()
+    y.forward()
+    assert bk.counters()["from_host_copies"] == before + 1
+    np.testing.assert_allclose(y.value(), 2 * np.tanh(np.arange(6.0)).sum(), rtol=1e-6)
+
+# ---------------------------------------------------------------- GPU values equal the CPU's
+
+
+def _train_tagger_like(device, steps=30):
+    """A small LSTM tagger-like model trained with Adam: values after `steps` updates."""
+    dy.init(devices=device, random_seed=7)
+    m = dy.ParameterCollection()
+    rs = np.random.RandomState(0)
+    E = m.lookup_parameters_from_numpy(rs.uniform(-0.5, 0.5, (20, 5)))
+    lstm = dy.LSTMBuilder(1, 5, 6, m)
+    W = m.parameters_from_numpy(rs.uniform(-0.5, 0.5, (4, 6)))
+    b = m.parameters_from_numpy(np.zeros(4))
+    tr = dy.AdamTrainer(m, 0.01)
+    losses = []
+    for step in range(steps):
+        words = [int(w) for w in rs.randint(0, 20, 6)]
+        dy.renew_cg()
+        s = lstm.initial_state()
+        outs = s.transduce([E[w] for w in words])
+        loss = dy.esum([dy.pickneglogsoftmax(W * o + b, w % 4) for o, w in zip(outs, words)])
+        losses.append(loss.value())
+        loss.backward()
+        tr.update()
+    return np.array(losses), E.as_array(), W.as_array()
+
+
+def test_training_on_the_gpu_follows_the_cpu():
+    try:
+        cpu = _train_tagger_like("CPU")
+        gpu = _train_tagger_like("GPU:0")
+    finally:
+        dy.init(devices="CPU")
+    for a, b in zip(cpu, gpu):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    assert cpu[0][-1] < cpu[0][0]
+
+
+# ---------------------------------------------------------------- both devices in one graph
+
+
+def test_parameters_of_both_devices_in_one_graph():
+    """DyNet's xor-multidevice: parameters on the CPU and on the GPU, to_device between them; the
+    graph runs on the GPU; gradients and updates reach both pools and equal the all-CPU run."""
+    def run(devs):
+        dy.init(devices="CPU,GPU:0" if "GPU:0" in devs else "CPU", random_seed=3)
+        m = dy.ParameterCollection()
+        rs = np.random.RandomState(1)
+        W1 = m.parameters_from_numpy(rs.uniform(-1, 1, (8, 2)), device=devs[0])
+        b1 = m.parameters_from_numpy(np.zeros(8), device=devs[0])
+        V = m.parameters_from_numpy(rs.uniform(-1, 1, (1, 8)), device=devs[1])
+        a = m.parameters_from_numpy(np.zeros(1), device=devs[1])
+        E = m.lookup_parameters_from_numpy(rs.uniform(-1, 1, (4, 2)), device=devs[1])
+        tr = dy.SimpleSGDTrainer(m, 0.2)
+        out = []
+        for it in range(60):
+            for x1 in (0, 1):
+                for x2 in (0, 1):
+                    dy.renew_cg()
+                    x = dy.inputVector([x1, x2]) + 0.1 * E[2 * x1 + x2]
+                    h = dy.tanh(W1 * x + b1)
+                    h = dy.to_device(h, devs[1])
+                    y = dy.logistic(V * h + a)
+                    loss = dy.binary_log_loss(y, dy.scalarInput(float(x1 != x2)))
+                    out.append(loss.value())
+                    loss.backward()
+                    tr.update()
+        return np.array(out), W1.as_array(), V.as_array(), E.as_array(), W1.pool.device, V.pool.device
+
+    try:
+        mixed = run(("GPU:0", "CPU"))
+        cpu = run(("CPU", "CPU"))
+    finally:
+        dy.init(devices="CPU")
+    assert mixed[4:] == ("GPU:0", "CPU")
+    for a, b in zip(mixed[:4], cpu[:4]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert mixed[0][-4:].mean() < mixed[0][:4].mean()
+
+
+def test_a_cpu_graph_reads_gpu_parameters():
+    dy.init(devices="CPU")
+    m = dy.ParameterCollection()
+    W = m.parameters_from_numpy(np.arange(6.0).reshape(2, 3), device="GPU:0")
+    assert W.pool.device == "GPU:0" and _graph.device_name() == "CPU"
+    dy.renew_cg()
+    y = dy.sum_elems(W * dy.inputVector([1.0, 1.0, 1.0]))
+    assert y.value() == pytest.approx(15.0)
+    y.backward()
+    np.testing.assert_allclose(W.grad_as_array(), np.ones((2, 3)))
+
+# ---------------------------------------------------------------- saving and loading
+
+
+def test_save_on_the_gpu_load_on_a_cpu_only_machine(tmp_path, on_gpu):
+    m = dy.ParameterCollection()
+    W = m.add_parameters((3, 4))
+    E = m.add_lookup_parameters((5, 4))
+    tr = dy.AdamTrainer(m)
+    dy.renew_cg()
+    loss = dy.sum_elems(dy.tanh(W * E[2]))
+    loss.backward()
+    tr.update()
+    path = str(tmp_path / "model")
+    m.save(path)
+    want_w, want_e = W.as_array(), E.as_array()
+    code = ("import dyn as dy, numpy as np\nm = dy.ParameterCollection()\nW = m.add_parameters((3, 4))\n"
+            "E = m.add_lookup_parameters((5, 4))\nm.populate(%r)\nprint(dy.current_config()['device'], W.pool.device)\n"
+            "np.save(%r, W.as_array())\nnp.save(%r, E.as_array())\n"
+            % (path, str(tmp_path / "w.npy"), str(tmp_path / "e.npy")))
+    r = _run(code, env={"DYN_GPU_STANDIN": "0", "CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-2:] == ["CPU", "CPU"]
+    np.testing.assert_array_equal(np.load(str(tmp_path / "w.npy")), want_w)
+    np.testing.assert_array_equal(np.load(str(tmp_path / "e.npy")), want_e)
+    # and back onto the GPU
+    m2 = dy.ParameterCollection()
+    W2 = m2.add_parameters((3, 4))
+    E2 = m2.add_lookup_parameters((5, 4))
+    m2.populate(path)
+    assert W2.pool.device == "GPU:0"
+    np.testing.assert_array_equal(W2.as_array(), want_w)
+    np.testing.assert_array_equal(E2.as_array(), want_e)
+
+
+def test_parameter_writes_reach_device_memory(on_gpu):
+    m = dy.ParameterCollection()
+    W = m.add_parameters((2, 3))
+    W.set_value(np.arange(6.0).reshape(2, 3))
+    W.scale(2.0)
+    W.clip_inplace(0.0, 8.0)
+    dy.renew_cg()
+    np.testing.assert_allclose(dy.parameter(W).npvalue(), np.minimum(2 * np.arange(6.0).reshape(2, 3), 8))
+    E = m.add_lookup_parameters((3, 2))
+    E.init_row(1, [5.0, 6.0])
+    dy.renew_cg()
+    np.testing.assert_allclose(E[1].npvalue(), [5.0, 6.0])
+    W.zero()
+    assert not W.as_array().any()
+
+
+def test_kernel_errors_are_raised_where_the_user_runs_the_graph(on_gpu):
+    from dyn._core.gpu import device as gdev
+    fwd, bwd = gdev.kernels_of("nonlin_unary")
+
+    def boom(v):
+        raise FloatingPointError("boom in %s" % v.desc())
+
+    gdev.register("nonlin_unary", boom, bwd)
+    try:
+        dy.renew_cg()
+        y = dy.tanh(dy.inputVector([1.0]))
+        with pytest.raises(FloatingPointError, match="boom in nonlin_unary"):
+            y.value()
+    finally:
+        gdev.register("nonlin_unary", fwd, bwd)
+    dy.renew_cg()                  # the next graph runs
+    assert dy.tanh(dy.inputVector([0.0])).value() == 0
+
+
+def test_real_gpu_memory_is_device_memory():
+    bk = _backend()
+    if bk is None or not bk.is_gpu:
+        pytest.skip("needs a CUDA GPU (this run uses the numpy stand-in)")
+    import cupy
+    dy.init(devices="GPU:0")
+    try:
+        m = dy.ParameterCollection()
+        W = m.add_parameters((3, 3))
+        assert isinstance(W.pool.values, cupy.ndarray)
+        dy.renew_cg()
+        y = dy.tanh(dy.parameter(W))
+        np.testing.assert_allclose(y.npvalue(), np.tanh(W.as_array()), rtol=1e-6)
+    finally:
+        dy.init(devices="CPU")
