@@ -829,7 +829,11 @@ cdef double rand_normal(Graph* g) noexcept nogil:
     return sqrt(-2.0 * log(rand_uniform(g))) * cos(2.0 * M_PI * rand_uniform(g))
 
 def seed(unsigned long long s):
-    """Seed the generator used by dropout and noise nodes."""
+    """Seed the generator used by dropout and noise nodes (and the GPU device's, once it is loaded)."""
+    import sys
+    gpu = sys.modules.get("dyn._core.gpu")
+    if gpu is not None and gpu.current() is not None:
+        gpu.current().seed(s)
     cdef unsigned long long z
     cdef int i
     for i in range(2):

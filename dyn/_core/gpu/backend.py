@@ -258,8 +258,7 @@ class CupyBackend(_Counters):
 
     def uniform(self, shape, dtype):
         u = self.rng.random_sample(shape, dtype=np.float64)
-        u[u == 0] = 0.5
-        return u.astype(dtype)
+        return self.cp.where(u == 0, 0.5, u).astype(dtype)     # (a masked store would synchronise)
 
     def normal(self, shape, dtype):
         return self.rng.standard_normal(shape, dtype=np.float64).astype(dtype)

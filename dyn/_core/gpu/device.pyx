@@ -204,6 +204,11 @@ cdef class NodeView:
     def gptr_node(self):
         return <size_t>self.n.g
 
+    def alias_arg(self, int i):
+        """Make the node's value argument i's memory (an F_FIXED node that is a view of its argument,
+        as lstm_step_weight): set in forward, no copy."""
+        self.n.v = self._arg(i).v
+
     def touch(self, rows):
         """Record rows of a lookup table as having a gradient (its touched-row record is the
         node's aux, a host structure): what the trainers' sparse update reads."""

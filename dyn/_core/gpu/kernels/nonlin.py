@@ -1,6 +1,7 @@
 """GPU kernels of the elementwise nonlinearities and the gradient-flow ops (dropout, noise,
 nobackprop; the CPU's: dyn/_core/cpu/nonlin.pyx). Dropout draws its mask on the device."""
 from dyn._core.gpu.device import register
+from dyn._core.gpu.kernels._util import quiet as _quiet
 
 TANH, LOGISTIC, RECTIFY, EXP, LOG = range(5)
 
@@ -39,21 +40,6 @@ def _unary_bwd(v, i):
             d = gy / v.x(0)
     v.acc(0, d)
 
-
-class _quiet:
-    """numpy warns on overflow and division by zero, which IEEE results here are meant to be
-    (the CPU kernels give the same inf/NaN); cupy never warns."""
-
-    def __init__(self, xp):
-        self.np = xp if xp.__name__ == "numpy" else None
-
-    def __enter__(self):
-        if self.np is not None:
-            self.old = self.np.seterr(all="ignore")
-
-    def __exit__(self, *a):
-        if self.np is not None:
-            self.np.seterr(**self.old)
 
 
 register("nonlin_unary", _unary, _unary_bwd)
