@@ -331,9 +331,8 @@ class DeviceInfo:
     """DyNet's device record: name, id, type (-1 CPU, 1 GPU); on a GPU also the card's name and its
     memory in bytes (memory_free, memory_total; memory_used: what dyn's pool holds)."""
 
-    def __init__(self, name, id, dtype, **memory):  # noqa: A002 (DyNet's argument name)
+    def __init__(self, name, id, dtype):  # noqa: A002 (DyNet's argument name)
         self.name, self.id, self.type = name, id, dtype
-        self.__dict__.update(memory)
 
     def __repr__(self):
         return "DeviceInfo(%s)" % ", ".join("%s=%r" % kv for kv in sorted(self.__dict__.items()))
@@ -351,10 +350,12 @@ def get_device_info(name):
     name = name.strip().upper()
     if name == "CPU":
         return DeviceInfo("CPU", 0, -1)
-    import dyn._core.gpu as _gpu
-    info = _gpu.current().info()
-    card = info.pop("name")
-    return DeviceInfo(name, int(name[4:]), 1, card=card, **info)
+    from dyn._core.gpu.device import current_backend
+    info = current_backend().info()
+    d = DeviceInfo(name, int(name[4:]), 1)
+    d.card = info.pop("name")
+    d.__dict__.update(info)
+    return d
 
 
 class DynetParams:

@@ -292,8 +292,8 @@ class Trainer:
         for s in self._states.values():
             s.flush()
             name = s.p.name()
-            for field, a in zip(self._state_names, s.arrays):
-                d["%s#%s" % (name, field)] = a.copy()
+            for i, field in enumerate(self._state_names[: len(s.arrays)]):
+                d["%s#%s" % (name, field)] = s.host_array(i)  # a host copy on every device
             if s.p.is_lookup:
                 d[name + "#last"] = s.last.copy()
                 d[name + "#clock"] = np.array([s.base, s.tloc], dtype=np.int64)
@@ -330,7 +330,7 @@ class Trainer:
             s = self._states[id(p)] = _k_catchup.PState(p, self._hyper)
             for field, a in fields.items():
                 if field in self._state_names:
-                    s.arrays[self._state_names.index(field)][:] = a
+                    s.set_array(self._state_names.index(field), a)  # through the device array
             if p.is_lookup:
                 clock = fields.get("clock", np.zeros(2, np.int64))
                 s.set_schedule(fields.get("schedule", np.zeros((0, 5))), int(clock[0]), int(clock[1]))

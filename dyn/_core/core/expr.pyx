@@ -675,8 +675,8 @@ cdef class ParamExpr(Expression):
         if isinstance(g, np.ndarray):
             np.add.at(g2, rows, h)
         else:
-            import cupyx
-            cupyx.scatter_add(g2, _gpu_asarray(rows), h)
+            import cupy
+            cupy.add.at(g2, _gpu_asarray(rows), h)
         for r in rows:
             if not self.touch.flag[r]:
                 self.touch.flag[r] = 1

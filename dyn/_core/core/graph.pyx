@@ -828,8 +828,18 @@ cdef double rand_uniform(Graph* g) noexcept nogil:
 cdef double rand_normal(Graph* g) noexcept nogil:
     return sqrt(-2.0 * log(rand_uniform(g))) * cos(2.0 * M_PI * rand_uniform(g))
 
+cdef unsigned long long LAST_SEED = 0x5EED
+
+
+def last_seed():
+    """The seed last given to seed()."""
+    return LAST_SEED
+
+
 def seed(unsigned long long s):
     """Seed the generator used by dropout and noise nodes (and the GPU device's, once it is loaded)."""
+    global LAST_SEED
+    LAST_SEED = s
     import sys
     gpu = sys.modules.get("dyn._core.gpu")
     if gpu is not None and gpu.current() is not None:

@@ -31,8 +31,11 @@ def load():
         except Exception as e:
             raise RuntimeError("dyn: cupy is installed but finds no usable CUDA GPU (%s: %s)"
                                % (type(e).__name__, e)) from None
-    from dyn._core.gpu import device as _device
+    from dyn._core.core import graph as _graph
+    bk.seed(_graph.last_seed())          # the seed dropout on the CPU uses (dyn.init's)
+    import dyn._core.gpu.device as _device
     _device.install(bk, "GPU:0")
+    import dyn._core.gpu.optim  # noqa: F401  (registers the optimizer loops)
     from dyn._core.gpu import kernels  # noqa: F401  (registers the kernels)
     _BACKEND = bk
     return bk

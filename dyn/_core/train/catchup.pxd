@@ -54,6 +54,7 @@ cdef class PState:
     cdef long sk0, sk1, skv
     cdef char* sp[3]                 # data of arrays (fixed-size, never reallocated)
     cdef cnp.int64_t* lastp
+    cdef public object device        # the pool's device name ("CPU": host arrays)
     cdef _reset_cache(self)
     cdef double* _seg(self) noexcept
     cdef _advance(self)
@@ -92,6 +93,12 @@ ctypedef int (*catch_fn)(PState s, void* vb, long off, long t0, long t) except -
 # Squared L2 norm of p's gradient; whether it holds a NaN or an infinity.
 ctypedef double (*sq_norm_fn)(ParamExpr p, void* gb) noexcept
 ctypedef bint (*nonfinite_fn)(ParamExpr p, void* gb) noexcept
+# Optional (NULL: the caller loops over rows with catch_row / run): a device whose per-call cost is
+# high does many rows in one call. catch_rows brings the n rows (rows NULL: every row) to step t
+# and sets their last[r] = t; run_rows is a sparse step of the touched rows of tc: each caught up to
+# s.tloc, then one rule step (EG: and its row normalisation); the caller does the bookkeeping.
+ctypedef int (*catch_rows_fn)(PState s, void* vb, const int* rows, int n, long t) except -1
+ctypedef int (*run_rows_fn)(PState s, void* vb, Touch* tc) except -1
 
 ctypedef struct OptKernels:
     run_fn run
@@ -100,8 +107,15 @@ ctypedef struct OptKernels:
     catch_fn catch_row
     sq_norm_fn grad_sq_norm
     nonfinite_fn has_nonfinite_grad
+    catch_rows_fn catch_rows
+    run_rows_fn run_rows
 
 cdef int set_opt_kernels(int device, int dtype, OptKernels* k) except -1
+# Loops whose signature cannot raise (run, run_dense_lookup, eg_rows, grad_sq_norm,
+# has_nonfinite_grad) but which can fail (a device's array code) record the error here; the entry
+# points (dyn/_core/train/update.pyx) raise it after the call.
+cdef int opt_error(object e) except -1
+cdef int raise_opt_error() except -1
 cdef OptKernels* opt_kernels(Pool pool) except NULL
 
 

@@ -51,7 +51,8 @@ from libc.math cimport sqrt, exp, expm1, log, pow, ceil
 cimport numpy as cnp
 import numpy as np
 from dyn._core.core.expr cimport ParamExpr, Pool
-from dyn._core.core.graph cimport DEV_CPU, NDEV
+from dyn._core.core.graph cimport DEV_CPU, DEV_GPU, NDEV
+from dyn._core.core import device as _device
 
 cnp.import_array()
 
@@ -68,6 +69,14 @@ RULES = {"sgd": SGD, "momentum": MOMENTUM, "adagrad": ADAGRAD, "adadelta": ADADE
          "rmsprop": RMSPROP, "adam": ADAM, "amsgrad": AMSGRAD, "eg": EG, "smorms3": SMORMS3}
 NSTATE = {SGD: 0, MOMENTUM: 1, ADAGRAD: 1, ADADELTA: 2, RMSPROP: 1, ADAM: 2, AMSGRAD: 3,
           EG: 1, SMORMS3: 3}
+
+
+cdef char* _array_ptr(object a) except? NULL:
+    """Where a state array keeps its data: a numpy array's buffer, or the address a device array
+    publishes (__cuda_array_interface__), as dyn/_core/core/expr.pyx's _data_ptr."""
+    if isinstance(a, np.ndarray):
+        return <char*>cnp.PyArray_DATA(a)
+    return <char*><size_t>a.__cuda_array_interface__["data"][0]
 
 
 cdef inline bint _needs_lr(int rule) noexcept:
@@ -192,7 +201,11 @@ cdef class PState:
         cdef int i
         self.p, self.hyper = p, hyper
         dt = p.pool.values.dtype
-        self.arrays = [np.zeros(p.size, dt) for _ in range(NSTATE[hyper.c.rule])]
+        self.device = p.pool.device
+        if self.device == "CPU":
+            self.arrays = [np.zeros(p.size, dt) for _ in range(NSTATE[hyper.c.rule])]
+        else:   # the pool's device memory (numpy on the stand-in, cupy on a GPU)
+            self.arrays = [_device.zeros(self.device, p.size, dt) for _ in range(NSTATE[hyper.c.rule])]
         if hyper.c.rule == SMORMS3:
             self.arrays[2][:] = 1.0           # mem starts at 1
         self.base = self.tloc = self.ver = 0
@@ -204,7 +217,7 @@ cdef class PState:
             self.last = np.zeros(p.nrows, np.int64)
             self.lastp = <cnp.int64_t*>cnp.PyArray_DATA(self.last)
         for i in range(3):
-            self.sp[i] = <char*>cnp.PyArray_DATA(self.arrays[i]) if i < len(self.arrays) else NULL
+            self.sp[i] = _array_ptr(self.arrays[i]) if i < len(self.arrays) else NULL
         self._reset_cache()
 
     cdef _reset_cache(self):
@@ -213,6 +226,19 @@ cdef class PState:
         for i in range(NCACHE):
             self.cache[i].t0 = -1
         self.sk0 = -1
+
+    def host_array(self, int i):
+        """State array i as a new host (numpy) array (a copy on every device)."""
+        a = self.arrays[i]
+        return a.copy() if self.device == "CPU" else np.array(_device.to_host(self.device, a))
+
+    def set_array(self, int i, host):
+        """Write the host array into state array i (through the device array)."""
+        a = self.arrays[i]
+        if self.device != "CPU":
+            import dyn._core.gpu as _gpu
+            host = _gpu.current().asarray(np.asarray(host, dtype=a.dtype))
+        a[...] = host
 
     def zero(self):
         """Restart: zero the statistics (SMORMS3's mem back to 1)."""
@@ -232,6 +258,8 @@ cdef class PState:
     def adopt_arrays(self, arrays):
         """Keep the state in the given arrays (e.g. shared memory, for
         dyn.parallel's asynchronous workers); the current contents are copied."""
+        if self.device != "CPU":
+            raise ValueError("PState.adopt_arrays: the state of a parameter on %s stays there" % self.device)
         if len(arrays) != len(self.arrays):
             raise ValueError("PState.adopt_arrays: %d arrays for %d" % (len(arrays), len(self.arrays)))
         for a, old in zip(arrays, self.arrays):
@@ -459,10 +487,29 @@ cdef int set_opt_kernels(int device, int dtype, OptKernels* k) except -1:
     return 0
 
 
+cdef object _OPT_ERR = None
+
+
+cdef int opt_error(object e) except -1:
+    global _OPT_ERR
+    if _OPT_ERR is None:
+        _OPT_ERR = e
+    return 0
+
+
+cdef int raise_opt_error() except -1:
+    global _OPT_ERR
+    cdef object e = _OPT_ERR
+    if e is not None:
+        _OPT_ERR = None
+        raise e
+    return 0
+
+
 cdef OptKernels* opt_kernels(Pool pool) except NULL:
-    """The loops for the pool's float type, on the device of its memory (a pool's values and
-    gradients are host arrays: the CPU)."""
-    cdef OptKernels* k = &_OPT[DEV_CPU][pool.dtype]
+    """The loops for the pool's float type, on the device of its memory: the CPU's for host
+    arrays, the GPU device's (dyn/_core/gpu/optim.pyx) for a pool on any other device."""
+    cdef OptKernels* k = &_OPT[DEV_CPU if pool.device == "CPU" else DEV_GPU][pool.dtype]
     if k.run == NULL:
         raise NotImplementedError("dyn: no optimizer kernels for this device and float type")
     return k
@@ -480,11 +527,16 @@ cdef inline bint _idle_work(PState s) noexcept:
 cdef int catch_all(PState s) except -1:
     cdef int r
     cdef double* sg
+    cdef OptKernels* K
     if s.base >= s.tloc:
         return 0
     if _idle_work(s):
-        for r in range(s.p.nrows):
-            catch_row(s, r, s.tloc)
+        K = opt_kernels(s.p.pool)
+        if K.catch_rows != NULL:
+            K.catch_rows(s, s.p.pool.vb, NULL, s.p.nrows, s.tloc)
+        else:
+            for r in range(s.p.nrows):
+                catch_row_k(s, K, r, s.tloc)
     s.base = s.tloc
     if s.nseg > 1:  # every row is current: later catch-ups need the last segment only
         sg = s._seg()
@@ -497,9 +549,14 @@ cdef int catch_all(PState s) except -1:
 cdef int _hook(object state, const int* rows, int n) except -1:
     cdef PState s = <PState>state
     cdef int k
+    cdef OptKernels* K
     if n < 0:
         return catch_all(s)
     if _idle_work(s):
+        K = opt_kernels(s.p.pool)
+        if K.catch_rows != NULL:
+            K.catch_rows(s, s.p.pool.vb, rows, n, s.tloc)
+            return 0
         for k in range(n):
-            catch_row(s, rows[k], s.tloc)
+            catch_row_k(s, K, rows[k], s.tloc)
     return 0

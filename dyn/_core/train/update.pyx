@@ -12,7 +12,8 @@ lazily and exactly by dyn/_core/train/catchup.pyx (which also holds the state ty
 cimport numpy as cnp
 from dyn._core.core.expr cimport Pool, ParamExpr
 from dyn._core.core.graph cimport Touch
-from dyn._core.train.catchup cimport HP, PState, OptKernels, opt_kernels, catch_row_k, catch_all, EG
+from dyn._core.train.catchup cimport (HP, PState, OptKernels, opt_kernels, catch_row_k, catch_all, EG,
+                                      raise_opt_error)
 
 cnp.import_array()
 
@@ -38,6 +39,15 @@ cdef int _param_step(PState s, bint sparse) except -1:
     if sparse and not tc.all:
         s._advance()
         last = s.lastp
+        if K.run_rows != NULL:      # the device steps every touched row in one call
+            K.run_rows(s, vb, tc)
+            for k in range(tc.n):
+                r = tc.rows[k]
+                last[r] = s.tloc + 1
+                tc.flag[r] = 0
+            tc.n = 0
+            s.tloc += 1
+            return 0
         for k in range(tc.n):
             r = tc.rows[k]
             catch_row_k(s, K, r, s.tloc)
@@ -65,13 +75,18 @@ def step(PState s, bint sparse):
     steps on its touched rows when sparse (and not used whole), else on all
     rows; idle rows are left to the catch-up."""
     _param_step(s, sparse)
+    raise_opt_error()
 
 
 def grad_sq_norm(ParamExpr p):
     """Squared L2 norm of p's gradient (a lookup table not used whole: its
     touched rows, the only ones with a gradient). NaN/Inf propagate."""
-    return opt_kernels(p.pool).grad_sq_norm(p, p.pool.gb)
+    cdef double r = opt_kernels(p.pool).grad_sq_norm(p, p.pool.gb)
+    raise_opt_error()
+    return r
 
 
 def has_nonfinite_grad(ParamExpr p):
-    return opt_kernels(p.pool).has_nonfinite_grad(p, p.pool.gb)
+    cdef bint r = opt_kernels(p.pool).has_nonfinite_grad(p, p.pool.gb)
+    raise_opt_error()
+    return r
