@@ -131,9 +131,11 @@ def test_notebook_code_cells_wrap_rather_than_being_cut_off():
     assert rule and "white-space: pre-wrap" in rule.group(1), "notebook code must wrap (extra.css)"
 
 
-def test_devices_page_says_dyn_is_cpu_only():
+def test_devices_page_says_how_to_choose_the_gpu_and_what_to_install():
     text = (DOCS / "devices.md").read_text(encoding="utf-8")
-    assert "CPU only" in text and "--dynet-gpus" in text
+    for needed in ("--dynet-gpus", "--dynet-devices", "DYN_DEVICE", 'dyn.init(devices="GPU:0")',
+                   'pip install ".[gpu]"', "cupy-cuda13x", "DYN_GPU_STANDIN"):
+        assert needed in text, needed
 
 
 # ----------------------------------------------------------------- a built site (CI sets DYN_DOCS_SITE)

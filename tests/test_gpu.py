@@ -110,6 +110,21 @@ def test_the_cpu_program_never_imports_cupy():
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-2:] == ["False", "False"]
 
+def test_every_operation_has_gpu_kernels(on_gpu):
+    """Every op of the kernel table runs on the GPU (foreign_parameter's kernels are compiled ones
+    shared with the CPU)."""
+    from dyn._core.gpu import device as gdev
+    missing = set(_graph.op_names()) - set(gdev.registered())
+    assert missing == {"foreign_parameter"}, sorted(missing)
+    for dtype in ("float32", "float64"):
+        dy.init(precision=dtype)
+        try:
+            dy.renew_cg()
+            x = dy.inputVector([0.5, -1.0, 2.0])
+            assert dy.sum_elems(dy.softmax(x)).value() == pytest.approx(1.0)
+        finally:
+            dy.init(precision="float32")
+
 # ---------------------------------------------------------------- what a graph costs the device
 
 

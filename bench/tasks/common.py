@@ -59,10 +59,14 @@ def parser(description, task=None, sparse=True):
         p.add_argument("--sparse", action="store_true", help="sparse (lazy) updates of lookup tables")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--eval-every", type=int, default=0, help="evaluate dev every N training items")
-    # DyNet's own flags, accepted and ignored so the dynet-benchmark command lines still work
+    p.add_argument("--items", type=int, default=0,
+                   help="stop after N training items (sentences, trees or minibatches), whatever the time")
+    # DyNet's own flags: dyn reads them when it is imported (--dynet-gpus 1 / --dynet-devices GPU:0
+    # run the task on the GPU); argparse only has to accept them
     p.add_argument("--dynet-mem", default=None)
     p.add_argument("--dynet-seed", default=None)
     p.add_argument("--dynet-gpus", default=None)
+    p.add_argument("--dynet-devices", default=None)
     p.add_argument("--dynet-autobatch", default=None)
     if task is not None:
         settings.add_flags(p, task)
@@ -341,7 +345,7 @@ def train_loop(args, train, step, evaluate, unit, batches=None):
             done_units += n
             done_items += 1
             since_eval += 1
-            finished = train_time >= args.time
+            finished = train_time >= args.time or (args.items and done_items >= args.items)
             if finished or since_eval >= eval_every:
                 since_eval = 0
                 last = evaluate()
