@@ -863,6 +863,8 @@ cdef str _graph_device(Graph* g):
 
 cdef int _foreign(Graph* g, Node* n, ParamExpr p, int kind) except -1:
     """Make the node a copy of p's memory when p's pool is not on the graph's device."""
+    if g.device == DEV_CPU and p.pool.device == "CPU":   # (the CPU program's case: no string made)
+        return 0
     if p.pool.device.upper() == _graph_device(g):
         return 0
     n.op = OP_XPARAM
