@@ -350,3 +350,38 @@ def test_real_gpu_memory_is_device_memory():
         np.testing.assert_allclose(y.npvalue(), np.tanh(W.as_array()), rtol=1e-6)
     finally:
         dy.init(devices="CPU")
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_sparse_adam_with_small_gradients_follows_the_cpu(precision):
+    """Sparse Adam on a table whose gradients span every regime of the exact catch-up (sqrt(v)
+    far above eps, far below it, and in between, where idle steps are replayed one by one), rows
+    idle over many different intervals: the GPU's table equals the CPU's after every step."""
+    def run(device):
+        dy.init(devices=device, precision=precision, random_seed=5)
+        m = dy.ParameterCollection()
+        rs = np.random.RandomState(2)
+        E = m.lookup_parameters_from_numpy(rs.uniform(-0.1, 0.1, (40, 6)))
+        tr = dy.AdamTrainer(m, 0.001)
+        tr.set_sparse_updates(True)
+        scales = np.array([1e-1, 1e-4, 1e-6, 3e-7, 1e-8, 1e-12])   # sqrt(v) / eps: 3e5 .. 3e-6
+        tables = []
+        for step in range(25):
+            dy.renew_cg()
+            rows = sorted(set(int(r) for r in rs.randint(0, 40, 5)))
+            loss = dy.esum([dy.dot_product(E[r], dy.inputVector(list(scales * rs.uniform(0.5, 1.5, 6))))
+                            for r in rows])
+            loss.backward()
+            tr.update()
+            if step % 6 == 5:
+                tables.append(E.as_array())       # reading catches every row up
+        return tables
+
+    try:
+        cpu = run("CPU")
+        gpu = run("GPU:0")
+    finally:
+        dy.init(devices="CPU", precision="float32")
+    tol = 1e-6 if precision == "float32" else 1e-12
+    for a, b in zip(cpu, gpu):
+        np.testing.assert_allclose(b, a, rtol=tol, atol=tol * 1e-3)
