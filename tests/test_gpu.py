@@ -385,3 +385,35 @@ def test_sparse_adam_with_small_gradients_follows_the_cpu(precision):
     tol = 1e-6 if precision == "float32" else 1e-12
     for a, b in zip(cpu, gpu):
         np.testing.assert_allclose(b, a, rtol=tol, atol=tol * 1e-3)
+
+
+EXAMPLE_ARGS = {
+    "paper_fig1_classifier": ["--train", "300", "--test", "100", "--epochs", "2"],
+    "paper_fig2_tree_rnn": ["--train", "200", "--test", "100", "--epochs", "2"],
+    "paper_fig3_early_exit": ["--train", "300", "--test", "100", "--epochs", "2", "--layers", "4"],
+    "tagger_tricks": ["--generated", "--train", "100", "--epochs", "2"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_ARGS))
+def test_examples_run_unchanged_with_dynet_gpus(name):
+    """A program moves to the GPU with DyNet's flag and nothing else: the same results as on the
+    CPU (printed to 4 digits, or the tagger's full summary)."""
+    def last_line(flags):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", name + ".py"), *EXAMPLE_ARGS[name],
+                            "--seed", "1", *flags], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout.strip().splitlines()[-1]
+
+    def figures(line):            # key=value words, or the tagger's dict
+        if line.startswith("{"):
+            import ast
+            return {k: v for k, v in ast.literal_eval(line).items() if isinstance(v, float)}
+        return {k: float(v) for k, v in (w.split("=", 1) for w in line.split() if "=" in w)}
+
+    cpu = figures(last_line([]))
+    gpu = figures(last_line(["--dynet-gpus", "1"]))
+    assert cpu.keys() == gpu.keys() and cpu
+    for k in cpu:                 # float32 on both; the GPU sums in another order
+        tol = 1e-3 * abs(cpu[k]) if "loss" in k else 0.011
+        assert gpu[k] == pytest.approx(cpu[k], abs=tol), (k, cpu, gpu)
