@@ -10,14 +10,15 @@ def standin_requested():
     return os.environ.get("DYN_GPU_STANDIN", "").lower() in ("1", "true", "yes", "on")
 
 
-def load():
+def load(standin=False):
     """Register device "GPU:0" and its kernels, once: cupy's first CUDA GPU, or the numpy stand-in
-    where the environment sets DYN_GPU_STANDIN=1. A RuntimeError says what is missing."""
+    with standin=True or where the environment sets DYN_GPU_STANDIN=1. A RuntimeError says what is
+    missing."""
     global _BACKEND
     if _BACKEND is not None:
         return _BACKEND
     from dyn._core.gpu import backend as _bk
-    if standin_requested():
+    if standin or standin_requested():
         bk = _bk.StandIn()
     else:
         try:
