@@ -417,3 +417,26 @@ def test_examples_run_unchanged_with_dynet_gpus(name):
     for k in cpu:                 # float32 on both; the GPU sums in another order
         tol = 1e-3 * abs(cpu[k]) if "loss" in k else 0.011
         assert gpu[k] == pytest.approx(cpu[k], abs=tol), (k, cpu, gpu)
+
+
+def test_out_of_device_memory_is_a_clear_error_and_the_next_graph_runs(on_gpu):
+    bk = on_gpu
+    real = bk.alloc
+    limit = 8 << 20
+
+    def alloc(nbytes):
+        if nbytes > limit:
+            raise MemoryError("out of device memory")    # what cupy raises, made small
+        return real(nbytes)
+
+    bk.alloc = alloc
+    try:
+        dy.renew_cg()
+        big = dy.random_normal((1024, 4096))              # 16 MiB of values
+        with pytest.raises(MemoryError, match=r"cannot allocate \d+ bytes for the forward \(values\) "
+                                              r"arena on GPU:0"):
+            dy.sum_elems(big).value()
+        dy.renew_cg()
+        assert dy.sum_elems(dy.inputVector([1.0, 2.0])).value() == 3.0
+    finally:
+        bk.alloc = real

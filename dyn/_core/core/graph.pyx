@@ -134,13 +134,24 @@ cdef size_t round_up(size_t n) noexcept nogil:
 # rather than passed to malloc).
 cdef size_t MAX_BLOCK = (<size_t>1) << 46
 
-cdef void* _aligned_block(size_t nbytes) except NULL:
-    """A block of the graph's device memory (64-byte aligned), or MemoryError."""
+cdef str _arena_name(Arena* a):
+    return "forward (values)" if a == &G.fx else "backward (gradients)" if a == &G.dx else "graph"
+
+
+cdef int _arena_oom(size_t nbytes, Arena* a) except -1:
+    raise MemoryError("dyn: cannot allocate %d bytes for the %s arena on %s (the graph is as it was: "
+                      "a smaller graph, or renew_cg(), can go on)"
+                      % (nbytes, _arena_name(a), (<bytes>G.dev.name).decode()))
+
+
+cdef void* _aligned_block(size_t nbytes, Arena* a=NULL) except NULL:
+    """A block of the graph's device memory (64-byte aligned), or MemoryError naming the arena (a)
+    and the device."""
     cdef void* p = NULL
     if nbytes <= MAX_BLOCK:
         p = G.dev.alloc(nbytes)
     if p == NULL:
-        raise MemoryError("dyn: cannot allocate %d bytes for the graph arena" % nbytes)
+        _arena_oom(nbytes, a)
     return p
 
 cdef void _free_block(void* p) noexcept:
@@ -155,7 +166,7 @@ cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL:
     cdef void* p
     cdef void** old
     if nbytes > MAX_BLOCK:
-        raise MemoryError("dyn: cannot allocate %d bytes for the graph arena" % nbytes)
+        _arena_oom(nbytes, a)
     n = round_up(nbytes if nbytes > 0 else 1)
     if a.used + n > a.cap:
         newcap = a.cap * 2
@@ -169,7 +180,7 @@ cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL:
                 raise MemoryError("dyn: arena bookkeeping")
             a.old = old
             a.cold = a.cold * 2 + 4
-        p = _aligned_block(newcap)      # (raises with the arena as it was)
+        p = _aligned_block(newcap, a)   # (raises with the arena as it was)
         if a.base != NULL:
             a.old[a.nold] = a.base
             a.nold += 1
@@ -208,7 +219,7 @@ cdef int arena_reset(Arena* a) except -1:
     if a.nold > 0:
         need = _with_headroom(a.high)
         _drop_blocks(a)
-        a.base = <char*>_aligned_block(need)
+        a.base = <char*>_aligned_block(need, a)
         a.cap = need
     a.used = 0
     a.high = 0
@@ -220,7 +231,7 @@ cdef int arena_reserve(Arena* a, size_t nbytes) except -1:
         if a.cap < nbytes:
             _drop_blocks(a)
             nbytes = _with_headroom(nbytes)
-            a.base = <char*>_aligned_block(nbytes)
+            a.base = <char*>_aligned_block(nbytes, a)
             a.cap = nbytes
         else:
             arena_reset(a)
@@ -755,10 +766,10 @@ def set_initial_memory(nbytes):
     if nbytes > MAX_BLOCK:
         raise MemoryError("dyn: cannot allocate %d bytes for the graph arena" % nbytes)
     cdef size_t size = max(<size_t>nbytes, 4096)
-    cdef void* fx = _aligned_block(size)
+    cdef void* fx = _aligned_block(size, &G.fx)
     cdef void* dx
     try:
-        dx = _aligned_block(size)
+        dx = _aligned_block(size, &G.dx)
     except MemoryError:
         _free_block(fx)
         raise
