@@ -440,3 +440,64 @@ def test_out_of_device_memory_is_a_clear_error_and_the_next_graph_runs(on_gpu):
         assert dy.sum_elems(dy.inputVector([1.0, 2.0])).value() == 3.0
     finally:
         bk.alloc = real
+
+
+def test_data_parallel_steps_on_the_gpu_equal_one_process_on_the_combined_batch(on_gpu):
+    """dyn.parallel's synchronous step with the parameters on the GPU (ranks as threads here):
+    gradients summed through the host, then Adam; after 20 steps every rank's parameters equal one
+    process trained on the combined batches. broadcast_parameters copies values and trainer state."""
+    from dyn.parallel import broadcast_parameters, sync_gradients
+    from tests.parallel._helpers import Model, ThreadExchange, make_data, run_ranks
+
+    size, steps = 2, 20
+    ref = Model()
+    replicas = [Model(seed=1 + r) for r in range(size)]     # different starts: broadcast fixes them
+    assert ref.W1.pool.device == "GPU:0"
+    ref_tr = dy.AdamTrainer(ref.m, 0.01)
+    trs = [dy.AdamTrainer(r.m, 0.01) for r in replicas]
+    run_ranks(lambda ex: broadcast_parameters(replicas[ex.rank].m, ex, 0, trs[ex.rank]),
+              ThreadExchange.group(size))
+    for name, value in replicas[0].params().items():
+        np.testing.assert_array_equal(replicas[1].params()[name], value)
+        np.testing.assert_array_equal(ref.params()[name], value)
+    for step in range(steps):
+        data = make_data(4 * size, seed=100 + step)
+        dy.renew_cg()
+        ref.loss(data).backward()
+        ref_tr.update()
+        for model, part in zip(replicas, np.array_split(np.arange(len(data)), size)):
+            dy.renew_cg()
+            model.loss([data[i] for i in part]).backward()
+        run_ranks(lambda ex: sync_gradients(replicas[ex.rank].m, ex, average=False), ThreadExchange.group(size))
+        for tr in trs:
+            tr.update()
+    for model in replicas:
+        for name, value in ref.params().items():
+            np.testing.assert_allclose(model.params()[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_local_workers_with_parameters_on_the_gpu(on_gpu):
+    """Forked workers: the synchronous mode equals one process on the combined batch where the
+    device survives a fork (the stand-in); on a CUDA GPU, a RuntimeError says to run MPI ranks. The
+    asynchronous mode, which shares parameters in host memory, is refused."""
+    import dyn.parallel as par
+    from tests.parallel._helpers import Model, make_data
+
+    data = make_data(32, seed=3)
+
+    def run(workers):
+        model = Model()
+        par.train(model.loss, data, dy.SimpleSGDTrainer(model.m, 0.05), workers=workers, mode="sync",
+                  batch_size=8 // workers, progress=False, seed=1)
+        return model.params()
+
+    with pytest.raises(ValueError, match='mode="async" shares the parameters in host memory'):
+        m = Model()
+        par.train(m.loss, data, dy.SimpleSGDTrainer(m.m), workers=2, mode="async", progress=False)
+    if on_gpu.is_gpu:
+        with pytest.raises(RuntimeError, match="does not survive a fork.*MPI"):
+            run(2)
+        return
+    two, one = run(2), run(1)
+    for k in one:
+        np.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)

@@ -125,6 +125,29 @@ def train(
         result = run_sync(loss_fn, data, trainer, SingleProcess(), cfg)
         result["mode"] = mode
         return result
+    _check_devices(trainer, mode)
     from dyn.parallel import _local
 
     return _local.train_local(loss_fn, data, trainer, int(workers), mode, cfg)
+
+
+def _check_devices(trainer, mode):
+    """Local worker processes are forked from this one: parameters on a device need the
+    synchronous mode (async shares them in host memory), and a CUDA GPU does not survive a fork
+    (each rank must be its own process: run under MPI and pass its exchange)."""
+    from dyn.parallel._sync import model_params
+
+    devices = sorted({p.pool.device for p in model_params(trainer.model)} - {"CPU"})
+    if not devices:
+        return
+    if mode == "async":
+        raise ValueError("dyn.parallel.train: mode=\"async\" shares the parameters in host memory, but "
+                         "some live on %s: use mode=\"sync\"" % ", ".join(devices))
+    import dyn._core.gpu as _gpu
+
+    if _gpu.current() is not None and _gpu.current().is_gpu:
+        raise RuntimeError("dyn.parallel.train: local workers are forked from this process, and a CUDA "
+                           "context does not survive a fork; with parameters on %s run one process per "
+                           "rank under MPI (mpirun -n N python train.py, passing "
+                           "exchange=dyn.parallel.MpiExchange()): several ranks may share one GPU"
+                           % ", ".join(devices))

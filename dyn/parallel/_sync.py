@@ -119,14 +119,17 @@ def sync_gradients(model, exchange: Exchange, average: bool = True) -> None:
     if n == 1:
         return
     for pool, a, b in pool_runs(model, dense_only=True):
-        buf = pool.grads[a:b]
+        buf = pool.host_range(True, a, b)  # the pool itself on the CPU; a host copy of a device's
         exchange.allreduce_sum(buf)
         if average:
             buf *= buf.dtype.type(1.0 / n)
+        if pool.device != "CPU":
+            pool.put(True, a, buf)
     for p in model.lookup_parameters_list():
         if not p.updated:
             continue
-        grad = p.grad_view().reshape(p.nrows, p.rowsize)
+        host = p.grad_view()  # (a copy on a device: written back below)
+        grad = host.reshape(p.nrows, p.rowsize)
         whole = p.touched_all()
         idx = np.arange(p.nrows, dtype=np.int64) if whole else p.touched_rows().astype(np.int64)
         rows = grad[idx]
@@ -143,6 +146,8 @@ def sync_gradients(model, exchange: Exchange, average: bool = True) -> None:
         if average:
             merged *= grad.dtype.type(1.0 / n)
         grad[uniq] = merged
+        if p.pool.device != "CPU":
+            p.write_grads(host)
         p.set_touched(uniq)
         if any_whole:
             p.mark_all_touched()
@@ -179,14 +184,22 @@ def broadcast_parameters(model, exchange: Exchange, root: int = 0, trainer=None)
     for p in model.lookup_parameters_list():
         p.value_view()  # runs the trainer's catch-up of idle rows
     for pool, a, b in pool_runs(model, dense_only=False):
-        exchange.broadcast(pool.values[a:b], root)
+        buf = pool.host_range(False, a, b)
+        exchange.broadcast(buf, root)
+        if pool.device != "CPU":
+            pool.put(False, a, buf)
     if trainer is None:
         return
     for p in trainer._params():
         s = trainer._state(p)
         s.flush()
-        for arr in s.arrays:
-            exchange.broadcast(arr, root)
+        for i, arr in enumerate(s.arrays):
+            if s.device == "CPU":
+                exchange.broadcast(arr, root)
+            else:  # through the host
+                host = s.host_array(i)
+                exchange.broadcast(host, root)
+                s.set_array(i, host)
     scalars = np.array([trainer.updates, trainer.clips, trainer.learning_rate], dtype=np.float64)
     exchange.broadcast(scalars, root)
     trainer.updates, trainer.clips = int(scalars[0]), int(scalars[1])

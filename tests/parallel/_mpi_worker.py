@@ -100,6 +100,7 @@ def run_train(ex, out, cases, batch, steps):
         )
         arrays = model.params()
         arrays["steps"], arrays["examples"], arrays["loss"] = result.steps, result.examples, result.loss
+        arrays["device"] = np.array(model.W1.pool.device)    # where the rank's parameters lived
         write(out, case, ex.rank, arrays)
 
 

@@ -40,13 +40,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run_mpi(n, *args, script=WORKER, timeout=120, launcher=()):
+def run_mpi(n, *args, script=WORKER, timeout=120, launcher=(), env_extra=None):
     """``mpiexec -n n python script args``; fails the test with the ranks' output on an error."""
     env = dict(
         os.environ,
         OPENBLAS_NUM_THREADS="1",
         OMP_NUM_THREADS="1",
         PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+        **(env_extra or {}),
     )
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")  # Open MPI, when run as root
     cmd = [MPIEXEC, "-n", str(n), *launcher, sys.executable, script, *args]
@@ -152,6 +153,29 @@ def test_ranks_equal_one_process_on_the_combined_batch(trained, n, case):
             np.testing.assert_array_equal(got[k], ranks[0][k], err_msg="rank %d, %s" % (r, k))
         assert int(got["steps"]) == STEPS and int(got["examples"]) == n * BATCH * STEPS
         assert float(got["loss"]) == pytest.approx(want_loss, rel=1e-5)
+
+
+GPU_CASES = ["adam-sparse", "adam-dense", "momentum-dense", "adam-whole"]
+
+
+def test_ranks_with_parameters_on_the_gpu_equal_one_process_on_the_combined_batch(tmp_path):
+    """Each rank its own process with its parameters on GPU:0 (several ranks share one GPU; where
+    there is none, the GPU device's stand-in): gradients exchanged through the host, and after
+    100 steps every rank equals one CPU process trained on the combined batches."""
+    from tests.conftest import GPU_SKIP_REASON
+
+    if GPU_SKIP_REASON is not None:
+        pytest.skip("no GPU device: %s" % GPU_SKIP_REASON)
+    run_mpi(2, "train", str(tmp_path), ",".join(GPU_CASES), str(BATCH), str(STEPS), timeout=300,
+            env_extra={"DYN_DEVICE": "GPU:0"})
+    for case in GPU_CASES:
+        want, want_loss = reference(case, 2)
+        for r in range(2):
+            got = load(str(tmp_path), case, r)
+            diff = max(np.abs(got[k] - want[k]).max() for k in want)
+            assert diff <= TOL, "rank %d, %s: max abs difference %.3g from one process" % (r, case, diff)
+            assert str(got["device"]) == "GPU:0"
+            assert float(got["loss"]) == pytest.approx(want_loss, rel=1e-5)
 
 
 @pytest.mark.parametrize("n", [2, 4])

@@ -435,6 +435,11 @@ cdef class Pool:
         """The gradients as a host array (see host_values)."""
         return _device.to_host(self.device, self.grads)
 
+    def host_range(self, bint grad, long a, long b):
+        """Elements [a, b) of the values (or gradients) as a host array: a view that writes through
+        on the CPU, a copy on a device (write it back with put)."""
+        return _device.to_host(self.device, (self.grads if grad else self.values)[a:b])
+
     def put(self, bint grad, long off, a):
         """Write the host array a (flat) into the values (or gradients) from element off: how host
         code changes parameters on any device."""
