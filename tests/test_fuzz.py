@@ -31,13 +31,15 @@ CASES = int(os.environ.get("DYN_FUZZ_CASES", "3000"))
 SEED = int(os.environ.get("DYN_FUZZ_SEED", "20240611"))
 
 
-def _env():
+def _env(device=None):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    if device is not None:
+        env["DYN_DEVICE"] = device       # the driver's graphs and parameters on that device
     return env
 
 
-def _worker(seed, first, count, stride, tmp, timeout):
+def _worker(seed, first, count, stride, tmp, timeout, device=None):
     """Run cases first, first+stride, ... (count of them) in subprocesses,
     restarting after each crash. Returns (cases run, crashes, violations)."""
     crashes, violations, ran = [], [], 0
@@ -57,7 +59,7 @@ def _worker(seed, first, count, stride, tmp, timeout):
             str(report),
         ]
         try:
-            p = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
+            p = subprocess.run(cmd, cwd=ROOT, env=_env(device), capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             crashes.append("timed out after %ds in: %s" % (timeout, progress.read_text().strip()))
             break
@@ -82,10 +84,12 @@ def _worker(seed, first, count, stride, tmp, timeout):
     return ran, crashes, violations
 
 
-def _fuzz(tmp_path, seed, cases, timeout):
+def _fuzz(tmp_path, seed, cases, timeout, device=None):
     per = -(-cases // WORKERS)
     with ThreadPoolExecutor(WORKERS) as ex:
-        results = list(ex.map(lambda w: _worker(seed, w, per, WORKERS, tmp_path, timeout), range(WORKERS)))
+        results = list(
+            ex.map(lambda w: _worker(seed, w, per, WORKERS, tmp_path, timeout, device), range(WORKERS))
+        )
     ran = sum(r[0] for r in results)
     crashes = [c for r in results for c in r[1]]
     violations = [v for r in results for v in r[2]]
@@ -115,6 +119,15 @@ def test_registry_fuzz(tmp_path):
 def test_registry_fuzz_more(tmp_path):
     """A second fixed seed, 6,000 more cases."""
     _fuzz(tmp_path, SEED + 1, 2 * CASES, timeout=300)
+
+
+def test_registry_fuzz_on_the_gpu_device(tmp_path):
+    """The same 3,000 cases with graphs on GPU:0 (a CUDA GPU, or the GPU device's stand-in)."""
+    from tests.conftest import GPU_SKIP_REASON
+
+    if GPU_SKIP_REASON is not None:
+        pytest.skip("no GPU device: %s" % GPU_SKIP_REASON)
+    _fuzz(tmp_path, SEED, CASES, timeout=300, device="GPU:0")
 
 
 def test_driver_replays_a_case_and_names_it():

@@ -501,3 +501,28 @@ def test_local_workers_with_parameters_on_the_gpu(on_gpu):
     two, one = run(2), run(1)
     for k in one:
         np.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_constrained_softmax_with_bounds_no_distribution_meets_equals_the_cpu():
+    """Negative bounds, bounds summing below 1 (no p meets them): the GPU grows the clipped set
+    round by round as the CPU does, so both give the same values and gradients."""
+    rs = np.random.RandomState(4)
+    x0 = rs.uniform(-1.5, 1.5, (4, 4))
+    u0 = np.vstack([x0[:2], rs.uniform(0.01, 0.2, (2, 4))])   # x itself as bounds, and small ones
+
+    def run(device):
+        dy.init(devices=device, precision="float64")
+        dy.renew_cg()
+        x = dy.inputTensor(x0, batched=True)
+        u = dy.inputTensor(u0, batched=True)
+        y = dy.constrained_softmax(x, u)
+        value = y.npvalue()
+        dy.sum_batches(dy.sum_elems(dy.cmult(y, dy.inputTensor(np.arange(16.0).reshape(4, 4), batched=True)))).backward()
+        return value, x.gradient(), u.gradient()
+
+    try:
+        cpu, gpu = run("CPU"), run("GPU:0")
+    finally:
+        dy.init(devices="CPU", precision="float32")
+    for a, b in zip(cpu, gpu):
+        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)

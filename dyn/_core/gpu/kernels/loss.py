@@ -5,7 +5,7 @@ through v.acc, is summed over the batch). NaN terms propagate as on the CPU."""
 import numpy as np
 
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels.nonlin import _quiet
+from dyn._core.gpu.kernels._util import quiet as _quiet
 
 BLL, HUBER, L1 = range(3)
 FLT_MIN = float(np.finfo(np.float32).tiny)

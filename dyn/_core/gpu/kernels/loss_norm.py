@@ -7,7 +7,7 @@ columns with a sort along axis 0; thresholds are computed in float64 as the CPU'
 import numpy as np
 
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels.nonlin import _quiet
+from dyn._core.gpu.kernels._util import quiet as _quiet
 
 LN_EPS = 1e-8        # layer_norm: g (x - mean) / (std + LN_EPS) + b
 F64 = np.float64
@@ -99,36 +99,35 @@ register("sparsemax_loss", _spmloss, _spmloss_bwd)
 
 def _csm(v):
     # p = argmin KL(p || softmax(x)) s.t. p <= u, sum p = 1 (Martins & Kreutzer 2017): p_i = u_i
-    # on the clipped set A, e_i (1 - U_A) / E_notA elsewhere. The CPU grows A from {} by every
-    # entry that violates its bound (e_i s > u_i) until none does; clipping a violator raises s,
-    # so A is a prefix of the entries sorted by e_i / u_i (down), the shortest one whose next entry
-    # does not violate at its s: found here for every column at once.
+    # on the clipped set A, e_i (1 - U_A) / E_notA elsewhere. As the CPU: A grows from {} by every
+    # entry that violates its bound for the current A, until none does (at most m rounds), every
+    # column at once; the rounds stop when no column changed (one flag read back per round: the
+    # number of rounds is the data's). This is also the CPU's answer where no p satisfies the
+    # bounds (negative u, sum u < 1).
     xp = v.xp
     m, B = v.dims[0], v.bd
     x = xp.broadcast_to(_cols(v, v.x(0)), (m, B))
     u = xp.broadcast_to(_cols(v, v.x(1)), (m, B))
     with _quiet(xp):
         x64 = x.astype(F64)
-        e = xp.exp(x64 - xp.max(x64, axis=0)).astype(v.dtype)
-        e64, u64 = e.astype(F64), u.astype(F64)
-        r = e64 / u64
-        # down by ratio, NaN ratios (never clipped) last
-        order = xp.argsort(xp.where(r != r, xp.inf, -r), axis=0)
-        es = xp.take_along_axis(e64, order, axis=0)
-        us = xp.take_along_axis(u64, order, axis=0)
-        U = xp.cumsum(us, axis=0) - us                             # bounds clipped before k
-        E = xp.flip(xp.cumsum(xp.flip(es, axis=0), axis=0), axis=0)    # mass left from k on
-        s = xp.where(E > 0, (1 - U) / xp.where(E > 0, E, 1), 0)
-        viol = (E > 0) & (es * s > us)
-        # the clipped prefix's length
-        kk = xp.sum(xp.cumsum((~viol).astype(np.int32), axis=0) == 0, axis=0)
-        # s of the final set (everything clipped: unused)
-        sk = xp.take_along_axis(s, xp.minimum(kk, m - 1)[None, :], axis=0)[0]
-        rank = xp.argsort(order, axis=0)                          # the inverse permutation
-        clipped = rank < kk[None, :]
+        e64 = xp.exp(x64 - xp.max(x64, axis=0)).astype(v.dtype).astype(F64)   # the CPU's py
+        u64 = u.astype(F64)
+        A = xp.zeros((m, B), dtype=bool)
+        s = xp.zeros(B, dtype=F64)
+        live = xp.ones(B, dtype=bool)
+        for _ in range(m + 1):
+            U = xp.where(A, u64, 0.0).sum(axis=0)
+            E = xp.where(A, 0.0, e64).sum(axis=0)
+            go = live & ~(E <= 0)                    # (a NaN E goes on, as the CPU's test)
+            s = xp.where(go, (1 - U) / xp.where(go, E, 1.0), s)
+            viol = go[None, :] & ~A & (e64 * s > u64)
+            live = go & viol.any(axis=0)
+            A |= viol
+            if not bool(live.any()):
+                break
         mk = v.aux((m, B))
-        mk[...] = clipped
-        v.y[...] = xp.where(clipped, u, (e64 * sk).astype(v.dtype)).reshape(v.shape, order="F")
+        mk[...] = A
+        v.y[...] = xp.where(A, u, (e64 * s).astype(v.dtype)).reshape(v.shape, order="F")
 
 
 def _csm_bwd(v, i):

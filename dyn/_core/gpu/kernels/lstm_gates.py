@@ -11,7 +11,7 @@ aux (items, the CPU's layout): d (4H x B) | x (I x B, when not read in place) | 
 | scratch (max(I, H) x B) | the noisy Wx, Wh, b (weight noise: drawn on the device, kept for
 backward)."""
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels.nonlin import _quiet
+from dyn._core.gpu.kernels._util import quiet as _quiet
 
 DROP = 1
 CELL, HIDDEN = 0, 1

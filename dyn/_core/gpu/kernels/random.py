@@ -5,7 +5,7 @@ the CPU's, not its stream of values."""
 import numpy as np
 
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels.nonlin import _quiet
+from dyn._core.gpu.kernels._util import quiet as _quiet
 
 NORMAL, BERNOULLI, UNIFORM, GUMBEL = range(4)
 

@@ -7,7 +7,7 @@ reduced) are reduced with keepdims, which reshapes to the node's value. Sums acc
 for float32 and float64, as the CPU's. Backward recomputes what it needs (the mean, the arg max)
 from the argument's value instead of reading the node's scratch."""
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels.nonlin import _quiet
+from dyn._core.gpu.kernels._util import quiet as _quiet
 
 K_SUM, K_POW, K_STD, K_MAX, K_MIN, K_LSE = range(6)
 MAXD = 7

@@ -18,7 +18,7 @@ per step for the whole batch); through an lstm_step_weight alias that is the ali
 which the alias's backward adds into Wh (the CPU defers the products to the alias instead, which
 scans the graph for its steps: a NodeView cannot)."""
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels.nonlin import _quiet
+from dyn._core.gpu.kernels._util import quiet as _quiet
 
 PREV, MASK_H, MASK_G, HVAL, PSTEP = 1, 2, 4, 8, 16
 

@@ -6,7 +6,7 @@ Everything here moves data: forward gathers with slices or fancy indexing, backw
 argument's gradient and adds it with v.acc (repeated indices add up through scatter_add_rows;
 batch-1 arguments get the sum over the batch)."""
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels.nonlin import _quiet
+from dyn._core.gpu.kernels._util import quiet as _quiet
 
 MAXD = 7
 

@@ -2,7 +2,7 @@
 list, pickneglogsoftmax(_batch); the CPU's: dyn/_core/cpu/softmax.pyx). Each normalises the rows of
 every column (d=0) or the columns of every row (d=1) of each batch element, as the CPU does."""
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels.nonlin import _quiet
+from dyn._core.gpu.kernels._util import quiet as _quiet
 
 
 def _slices(v, a):

@@ -21,7 +21,7 @@ Weights that come through a tree_weights alias: the CPU leaves their products to
 backward (it scans the graph for its tree nodes, which a NodeView cannot); here every node adds its
 own weight gradients into its weight argument (the alias's gradient: the weight's own)."""
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels.nonlin import _quiet
+from dyn._core.gpu.kernels._util import quiet as _quiet
 
 NARY, RNN, CSUM = 0, 1, 2
 
