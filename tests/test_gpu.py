@@ -526,3 +526,12 @@ def test_constrained_softmax_with_bounds_no_distribution_meets_equals_the_cpu():
         dy.init(devices="CPU", precision="float32")
     for a, b in zip(cpu, gpu):
         np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
+
+
+def test_dynet_mem_sizes_the_device_arenas():
+    r = _run("import dyn as dy\nfrom dyn._core.core import graph\nfrom dyn._core.gpu.device import current_backend\n"
+             "s = graph.memory_stats()\nprint(dy.current_config()['device'], s['forward_capacity'], "
+             "s['backward_capacity'], current_backend().counters()['allocs'] >= 2)",
+             args=["--dynet-gpus", "1", "--dynet-mem", "64"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-4:] == ["GPU:0", str(64 << 20), str(64 << 20), "True"]
