@@ -1,8 +1,9 @@
 #!/bin/bash
 # The GPU device's check on a lent GPU machine, in one command (about 8 minutes): build dyn, run
 # tests/test_gpu.py, the steady-state memory check, the CPU-vs-GPU training check of the paper's
-# tasks, then every test of the device axis on GPU:0 (last: the longest; on an H100 with 14 workers
-# about 98% of it ran in 125 s). Everything is written under $OUT.
+# tasks and of sparse updates (bench/gpu_sparse_diag.py), then every test of the device axis on
+# GPU:0 (last: the longest; on an H100 with 14 workers about 98% of it ran in 125 s). Everything
+# is written under $OUT.
 #
 #   OUT=/tmp/gpu bash bench/gpu_check.sh [DATA]      (DATA: the data folder; default ../shared/data)
 set -u
@@ -27,6 +28,9 @@ timeout 60 $PY bench/gpu_steady.py 2>&1 | tee "$OUT/steady.txt"
 echo "== training, CPU vs GPU on the same examples"
 timeout ${TRAIN_TIMEOUT:-150} $PY bench/gpu_train_check.py $DATA --items ${ITEMS:-60} --timeout 60 --out "$OUT/train.md"
 echo "train check rc=$?"
+echo "== sparse updates, CPU vs GPU sentence by sentence and at the end (no clipping, then clipping)"
+timeout 150 $PY bench/gpu_sparse_diag.py $DATA --sentences 30 2>&1 | tee "$OUT/sparse_diag.txt"
+timeout 100 $PY bench/gpu_sparse_diag.py $DATA --sentences 30 --check end --clip 5 2>&1 | tee -a "$OUT/sparse_diag.txt"
 echo "== the device axis: every op, builder, trainer and autobatching test on GPU:0"
 t0=$(date +%s)
 timeout ${TEST_TIMEOUT:-300} $PY -m pytest -q -p no:cacheprovider -p no:benchmark -n 14 tests/ops tests/builders tests/trainers tests/autobatch \
