@@ -68,14 +68,14 @@ def test_the_parameter_pool_is_made_by_its_device():
         made.append(n)
         return np.zeros(n, dtype)
 
-    _device.register_arrays("CPU", counting_zeros, lambda a: a)
+    _device.register_arrays("CPU", counting_zeros, lambda a: a, lambda a: a, np.add.at)
     try:
         pool = Pool(0, "CPU")
         assert made == [1024, 1024]
         pool.alloc(3000)  # grows: two new arrays from the device
         assert made[2:] == [4096, 4096] and pool.values.dtype == np.float32
     finally:
-        _device.register_arrays("CPU", np.zeros, lambda a: a)
+        _device.register_arrays("CPU", np.zeros, lambda a: a, lambda a: a, np.add.at)
     assert pool.host_values() is pool.values and pool.host_grads() is pool.grads
     m = dy.ParameterCollection()
     W = m.add_parameters((2, 3))

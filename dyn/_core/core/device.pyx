@@ -47,11 +47,13 @@ def available():
     return sorted(_DEVICES)
 
 
-def register_arrays(str name, zeros, to_host):
-    """The array functions of device `name`: zeros(n, dtype) makes the parameter pool's arrays on the
-    device, to_host(a) gives a host (numpy) array of their contents (the array itself where the
-    device's memory is the host's)."""
-    _ARRAYS[name.upper()] = (zeros, to_host)
+def register_arrays(str name, zeros, to_host, from_host, add_rows):
+    """The array functions of device `name` (the parameter pool's and the trainers' memory):
+    zeros(n, dtype) makes arrays on the device; to_host(a) gives a host (numpy) array of a's
+    contents (a itself where the device's memory is the host's); from_host(h) a device array of
+    the host array h's (h itself there); add_rows(table, rows, vals) adds vals[k] to
+    table[rows[k]] (rows: a host int array, repeated rows adding up)."""
+    _ARRAYS[name.upper()] = (zeros, to_host, from_host, add_rows)
 
 
 def zeros(str name, long n, dtype):
@@ -62,3 +64,13 @@ def zeros(str name, long n, dtype):
 def to_host(str name, a):
     """A host (numpy) array holding a's contents: a itself on the CPU."""
     return _ARRAYS[name.upper()][1](a)
+
+
+def from_host(str name, h):
+    """An array of device `name` holding the host array h's contents: h itself on the CPU."""
+    return _ARRAYS[name.upper()][2](h)
+
+
+def add_rows(str name, table, rows, vals):
+    """table[rows[k]] += vals[k] for every k on device `name` (repeated rows add up)."""
+    _ARRAYS[name.upper()][3](table, rows, vals)

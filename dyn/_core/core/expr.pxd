@@ -15,6 +15,10 @@ cdef int OP_INPUT, OP_CONST, OP_PARAM, OP_LOOKUP, OP_LOOKUPB, OP_XPARAM    # the
 cdef Expression wrap(int nid)
 cdef int arg_id(object x, int op=*) except -1
 
+# Where an array of a pool's device keeps its data: a numpy array's buffer, or the address a device
+# array publishes (__cuda_array_interface__). The pool's and the trainers' state arrays.
+cdef char* array_ptr(object a) except? NULL
+
 cdef class Pool:
     """Values and gradients of every parameter of one float type, contiguous, in one device's
     memory (arrays made by that device's zeros; host code reads them through host_values)."""

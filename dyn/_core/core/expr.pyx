@@ -18,7 +18,7 @@ from dyn._core.core.graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
     declare_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
     set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, F_PTRS, idx,
-    set_autobatch, AB_PARAM, DEV_CPU, DEV_GPU, set_kernels, kfwd_fn, kbwd_fn)
+    set_autobatch, AB_PARAM, DEV_CPU, DEV_GPU, set_kernels, kfwd_fn, kbwd_fn, touch_row)
 from dyn.errors import StaleExpressionError
 
 cnp.import_array()
@@ -399,21 +399,12 @@ def make_constant(object shape, double value, object batch_size=1):
 
 # ---------------------------------------------------------------- parameters
 
-cdef char* _data_ptr(object a) except? NULL:
+cdef char* array_ptr(object a) except? NULL:
     """Where an array of the pool's device keeps its data: a numpy array's buffer, or the address a
     device array publishes (__cuda_array_interface__)."""
     if isinstance(a, np.ndarray):
         return <char*>cnp.PyArray_DATA(a)
     return <char*><size_t>a.__cuda_array_interface__["data"][0]
-
-
-cdef object _gpu_asarray(a):
-    import dyn._core.gpu as _gpu
-    return _gpu.current().asarray(a)
-
-
-cdef object _device_index(a, rows):
-    return rows if isinstance(a, np.ndarray) else _gpu_asarray(rows)
 
 
 cdef class Pool:
@@ -444,16 +435,14 @@ cdef class Pool:
         """Write the host array a (flat) into the values (or gradients) from element off: how host
         code changes parameters on any device."""
         dst = self.grads if grad else self.values
-        if not isinstance(dst, np.ndarray):
-            import dyn._core.gpu as _gpu
-            a = _gpu.current().asarray(np.asarray(a, dtype=dst.dtype))
+        a = _device.from_host(self.device, np.asarray(a, dtype=dst.dtype))
         dst[off:off + len(a)] = a
 
     cdef _set(self, values, grads):
         self.values = values
         self.grads = grads
-        self.vb = _data_ptr(values)
-        self.gb = _data_ptr(grads)
+        self.vb = array_ptr(values)
+        self.gb = array_ptr(grads)
 
     def alloc(self, long n):
         """Offset of n new elements (16-element aligned); the pool grows by copying,
@@ -660,7 +649,7 @@ cdef class ParamExpr(Expression):
         """Host copy of the values: all (rows None) or of the given rows, flat in node order."""
         a = self.pool.values[self.off:self.off + self.size]
         if rows is not None:
-            a = a.reshape(self.nrows, self.rowsize)[_device_index(a, rows)]
+            a = a.reshape(self.nrows, self.rowsize)[_device.from_host(self.pool.device, rows)]
         return _device.to_host(self.pool.device, a).ravel()
 
     def _add_grads_of_rows(self, rows, host):
@@ -668,25 +657,16 @@ cdef class ParamExpr(Expression):
         marking the rows a trainer then updates."""
         cdef int r
         g = self.pool.grads[self.off:self.off + self.size]
-        h = host if isinstance(g, np.ndarray) else _gpu_asarray(host)
-        h = h.astype(g.dtype, copy=False)
+        h = _device.from_host(self.pool.device, np.asarray(host, dtype=g.dtype))
         if rows is None:
             g += h
             if self.is_lookup:
                 self.touch.all = 1
             return
-        g2 = g.reshape(self.nrows, self.rowsize)
-        h = h.reshape(len(rows), self.rowsize)
-        if isinstance(g, np.ndarray):
-            np.add.at(g2, rows, h)
-        else:
-            import cupy
-            cupy.add.at(g2, _gpu_asarray(rows), h)
+        _device.add_rows(self.pool.device, g.reshape(self.nrows, self.rowsize), rows,
+                         h.reshape(len(rows), self.rowsize))
         for r in rows:
-            if not self.touch.flag[r]:
-                self.touch.flag[r] = 1
-                self.touch.rows[self.touch.n] = r
-                self.touch.n += 1
+            touch_row(&self.touch, r)
 
     cdef int param_node(self, bint update) except -1:
         cdef Graph* g = cg()

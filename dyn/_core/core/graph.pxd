@@ -43,6 +43,13 @@ ctypedef struct Touch:
     int n                 # number of touched rows
     int all               # the whole table was used as an expression
 
+cdef inline void touch_row(Touch* t, int row) noexcept nogil:
+    """Record that lookup row `row` has a pending gradient (once): what sparse updates step on."""
+    if not t.flag[row]:
+        t.flag[row] = 1
+        t.rows[t.n] = row
+        t.n += 1
+
 ctypedef struct Node:
     int op
     int nargs

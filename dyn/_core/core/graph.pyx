@@ -364,18 +364,10 @@ def op_name_of(int op):
     return op_name(op)
 
 
-def op_label(int op):
-    return op_name(op)
-
-
 def op_names():
     """Every operation of the kernel table, by name."""
     return sorted(OPCODES)
 
-
-def pyref(int i):
-    """The Python object a node holds (its pyref)."""
-    return PYREFS[i]
 
 cdef int pyref_add(object o) except -1:
     PYREFS.append(o)

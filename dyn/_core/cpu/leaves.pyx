@@ -3,7 +3,7 @@
 dyn/_core/core/expr.pyx). Kernels are fused over `real`: y is the node's value, gy its gradient."""
 from libc.string cimport memcpy
 from dyn._core.core.graph cimport (
-    Graph, Node, Touch, DEV_CPU, dim_size, dim_total, idx, set_kernels, kfwd_fn, kbwd_fn)
+    Graph, Node, Touch, DEV_CPU, dim_size, dim_total, idx, set_kernels, kfwd_fn, kbwd_fn, touch_row)
 from dyn._core.core.expr cimport OP_INPUT, OP_CONST, OP_PARAM, OP_LOOKUP, OP_LOOKUPB
 from dyn._core.core.types cimport real
 
@@ -17,19 +17,13 @@ cdef void _fwd_const(Graph* g, Node* n, real* y) noexcept:
     for k in range(total):
         y[k] = c
 
-cdef inline void _touch(Touch* t, int row) noexcept:
-    if not t.flag[row]:
-        t.flag[row] = 1
-        t.rows[t.n] = row
-        t.n += 1
-
 cdef void _bwd_param(Graph* g, Node* n, int i, real* gy) noexcept:
     # a lookup table used whole, as a matrix: every row may have a gradient
     if n.aux != NULL:
         (<Touch*>n.aux).all = 1
 
 cdef void _bwd_lookup(Graph* g, Node* n, int i, real* gy) noexcept:
-    _touch(<Touch*>n.aux, n.ia[0])
+    touch_row(<Touch*>n.aux, n.ia[0])
 
 cdef void _fwd_lookupb(Graph* g, Node* n, real* y) noexcept:
     cdef int b, d = dim_size(&n.dim)
@@ -45,7 +39,7 @@ cdef void _bwd_lookupb(Graph* g, Node* n, int i, real* gy) noexcept:
         gt = <real*>n.gptr + <size_t>rows[b] * d
         for k in range(d):
             gt[k] += gy[<size_t>b * d + k]
-        _touch(<Touch*>n.aux, rows[b])
+        touch_row(<Touch*>n.aux, rows[b])
 
 
 set_kernels(OP_INPUT, DEV_CPU, <kfwd_fn>_fwd_none[float], <kfwd_fn>_fwd_none[double])

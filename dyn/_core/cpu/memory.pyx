@@ -105,4 +105,4 @@ def _host(a):
 # the parameter pool's memory: numpy arrays, which are already host arrays
 from dyn._core.core.device import register_arrays  # noqa: E402
 import numpy as _np  # noqa: E402
-register_arrays("CPU", _np.zeros, _host)
+register_arrays("CPU", _np.zeros, _host, _host, _np.add.at)

@@ -17,8 +17,10 @@ import numpy as np
 ALIGN = 64
 
 
-class _Counters:
-    """What the device was asked to do: the tests' record of allocations, launches and syncs."""
+class _Backend:
+    """What both backends do the same way through their array module (self.xp, with self.wrap
+    giving an array over device memory), and the record of what the device was asked to do:
+    allocations, kernel launches, copies (the tests read it)."""
 
     def _reset_counters(self):
         self.allocs = 0          # device blocks allocated (arena blocks, pool arrays)
@@ -30,12 +32,43 @@ class _Counters:
         return {"allocs": self.allocs, "launches": self.launches,
                 "to_host_copies": self.to_host_copies, "from_host_copies": self.from_host_copies}
 
+    def scatter_add(self, dsts, src, lens, dtype):
+        dt = _dt(dtype)
+        o = 0
+        for d, n in zip(dsts, lens):
+            if d and n:
+                t = self.wrap(d, (n,), dt)
+                t += self.wrap(src + o * dt().itemsize, (n,), dt)
+            o += n
+
+    def add_scalar(self, p, v, dtype):
+        t = self.wrap(p, (1,), _dt(dtype))
+        t += v
+
+    def find_nonfinite(self, p, n, dtype):
+        self.to_host_copies += 1
+        bad = self.xp.flatnonzero(~self.xp.isfinite(self.wrap(p, (n,), _dt(dtype))))
+        return int(bad[0]) if len(bad) else -1
+
+    # arrays (the parameter pool, the trainers' state)
+    def zeros(self, n, dtype):
+        self.allocs += 1
+        return self.xp.zeros(n, dtype)
+
+    def asarray(self, a, dtype=None):
+        return self.xp.asarray(a, dtype=dtype)
+
+    # kernels' helpers
+    def scatter_add_rows(self, table, rows, vals):
+        """table[rows[k]] += vals[k] for each k, repeated rows adding up (table: rows first)."""
+        self.xp.add.at(table, self.xp.asarray(rows), vals)
+
 
 def _dt(dtype):
     return np.float32 if dtype == 0 else np.float64
 
 
-class StandIn(_Counters):
+class StandIn(_Backend):
     """numpy standing where cupy would: the GPU device's code paths, run on the CPU."""
 
     name = "stand-in (numpy on the CPU)"
@@ -83,46 +116,15 @@ class StandIn(_Counters):
             ctypes.memmove(dst + o, s, n * isz)
             o += n * isz
 
-    def scatter_add(self, dsts, src, lens, dtype):
-        dt = _dt(dtype)
-        o = 0
-        for d, n in zip(dsts, lens):
-            if d:
-                t = self.wrap(d, (n,), dt)
-                t += self.wrap(src + o * dt().itemsize, (n,), dt)
-            o += n
-
-    def add_scalar(self, p, v, dtype):
-        t = self.wrap(p, (1,), _dt(dtype))
-        t += v
-
-    def find_nonfinite(self, p, n, dtype):
-        self.to_host_copies += 1
-        bad = np.flatnonzero(~np.isfinite(self.wrap(p, (n,), _dt(dtype))))
-        return int(bad[0]) if len(bad) else -1
-
-    # arrays (the parameter pool)
-    def zeros(self, n, dtype):
-        self.allocs += 1
-        return np.zeros(n, dtype)
-
     def to_host_array(self, a):
         self.to_host_copies += 1
         return np.array(a)        # a copy, as the GPU's: host code must not write through it
-
-    def asarray(self, a, dtype=None):
-        return np.asarray(a, dtype=dtype)
 
     def asnumpy(self, a):
         return np.asarray(a)
 
     def synchronize(self):
         pass
-
-    # kernels' helpers
-    def scatter_add_rows(self, table, rows, vals):
-        """table[rows[k]] += vals[k] for each k, repeated rows adding up (table: rows first)."""
-        np.add.at(table, rows, vals)
 
     def seed(self, s):
         self.rng = np.random.default_rng(s)
@@ -140,7 +142,7 @@ class StandIn(_Counters):
         return {"name": self.name, "memory_used": sum(b.nbytes for b in self.blocks.values())}
 
 
-class CupyBackend(_Counters):
+class CupyBackend(_Backend):
     """A CUDA GPU through cupy."""
 
     is_gpu = True
@@ -212,45 +214,15 @@ class CupyBackend(_Counters):
                 self._memcpy_async(dst + o, src, n * isz, self._rt.memcpyDeviceToDevice, s)
             o += n * isz
 
-    def scatter_add(self, dsts, src, lens, dtype):
-        dt = _dt(dtype)
-        o = 0
-        for d, n in zip(dsts, lens):
-            if d and n:
-                t = self.wrap(d, (n,), dt)
-                t += self.wrap(src + o * dt().itemsize, (n,), dt)
-            o += n
-
-    def add_scalar(self, p, v, dtype):
-        t = self.wrap(p, (1,), _dt(dtype))
-        t += v
-
-    def find_nonfinite(self, p, n, dtype):
-        self.to_host_copies += 1
-        bad = self.cp.flatnonzero(~self.cp.isfinite(self.wrap(p, (n,), _dt(dtype))))
-        return int(bad[0]) if len(bad) else -1
-
-    # arrays
-    def zeros(self, n, dtype):
-        self.allocs += 1
-        return self.cp.zeros(n, dtype)
-
     def to_host_array(self, a):
         self.to_host_copies += 1
         return self.cp.asnumpy(a)
-
-    def asarray(self, a, dtype=None):
-        return self.cp.asarray(a, dtype=dtype)
 
     def asnumpy(self, a):
         return self.cp.asnumpy(a)
 
     def synchronize(self):
         self.cp.cuda.get_current_stream().synchronize()
-
-    # kernels' helpers
-    def scatter_add_rows(self, table, rows, vals):
-        self.cp.add.at(table, self.cp.asarray(rows), vals)
 
     def seed(self, s):
         self.rng = self.cp.random.RandomState(s)

@@ -16,7 +16,7 @@ cimport numpy as cnp
 import numpy as np
 from dyn._core.core.device cimport Device, register_device
 from dyn._core.core.graph cimport (
-    Graph, Node, Dim, Touch, DEV_GPU, F_PTRS, set_kernels, kfwd_fn, kbwd_fn, dim_size, dim_total, cg, node_desc)
+    Graph, Node, Dim, Touch, touch_row, DEV_GPU, F_PTRS, set_kernels, kfwd_fn, kbwd_fn, dim_size, dim_total, cg, node_desc)
 from dyn._core.core import graph as _graph
 
 cnp.import_array()
@@ -112,7 +112,7 @@ def install(backend, str name="GPU:0"):
     GPU.find_nonfinite = _find_nonfinite
     register_device(name, &GPU)
     from dyn._core.core.device import register_arrays
-    register_arrays(name, backend.zeros, backend.to_host_array)
+    register_arrays(name, backend.zeros, backend.to_host_array, backend.asarray, backend.scatter_add_rows)
 
 
 def current_backend():
@@ -184,10 +184,6 @@ cdef class NodeView:
         return self.n.nargs
 
     @property
-    def naux(self):
-        return self.n.naux
-
-    @property
     def ptr(self):
         return <size_t>self.n.ptr
 
@@ -217,10 +213,7 @@ cdef class NodeView:
         if t == NULL:
             return
         for r in rows:
-            if not t.flag[r]:
-                t.flag[r] = 1
-                t.rows[t.n] = r
-                t.n += 1
+            touch_row(t, r)
 
     def touch_all(self):
         """A lookup table used whole: every row may have a gradient."""
@@ -228,15 +221,11 @@ cdef class NodeView:
             (<Touch*>self.n.aux).all = 1
 
     @property
-    def pyref(self):
-        return _graph.pyref(self.n.pyref) if self.n.pyref >= 0 else None
-
-    @property
     def itemsize(self):
         return self.g.itemsize
 
     def desc(self):
-        return _graph.op_label(self.n.op)
+        return _graph.op_name_of(self.n.op)
 
     def idx(self):
         """The node's index list (picks, lookups...) as a host int32 array (a copy)."""
@@ -261,16 +250,6 @@ cdef class NodeView:
 
     def arg_size(self, int i):
         return dim_size(&self._arg(i).dim)
-
-    def arg_op(self, int i):
-        return self._arg(i).op
-
-    def arg_ia(self, int i):
-        cdef Node* a = self._arg(i)
-        return tuple([a.ia[k] for k in range(6)])
-
-    def arg_naux(self, int i):
-        return self._arg(i).naux
 
     def per_member(self, int i):
         """Whether argument i comes per member (an array of element pointers: F_PTRS)."""

@@ -50,7 +50,7 @@ With exact off (DyNet's behaviour) idle rows only get the weight decay.
 from libc.math cimport sqrt, exp, expm1, log, pow, ceil
 cimport numpy as cnp
 import numpy as np
-from dyn._core.core.expr cimport ParamExpr, Pool
+from dyn._core.core.expr cimport ParamExpr, Pool, array_ptr
 from dyn._core.core.graph cimport DEV_CPU, DEV_GPU, NDEV
 from dyn._core.core import device as _device
 
@@ -69,14 +69,6 @@ RULES = {"sgd": SGD, "momentum": MOMENTUM, "adagrad": ADAGRAD, "adadelta": ADADE
          "rmsprop": RMSPROP, "adam": ADAM, "amsgrad": AMSGRAD, "eg": EG, "smorms3": SMORMS3}
 NSTATE = {SGD: 0, MOMENTUM: 1, ADAGRAD: 1, ADADELTA: 2, RMSPROP: 1, ADAM: 2, AMSGRAD: 3,
           EG: 1, SMORMS3: 3}
-
-
-cdef char* _array_ptr(object a) except? NULL:
-    """Where a state array keeps its data: a numpy array's buffer, or the address a device array
-    publishes (__cuda_array_interface__), as dyn/_core/core/expr.pyx's _data_ptr."""
-    if isinstance(a, np.ndarray):
-        return <char*>cnp.PyArray_DATA(a)
-    return <char*><size_t>a.__cuda_array_interface__["data"][0]
 
 
 cdef inline bint _needs_lr(int rule) noexcept:
@@ -217,7 +209,7 @@ cdef class PState:
             self.last = np.zeros(p.nrows, np.int64)
             self.lastp = <cnp.int64_t*>cnp.PyArray_DATA(self.last)
         for i in range(3):
-            self.sp[i] = _array_ptr(self.arrays[i]) if i < len(self.arrays) else NULL
+            self.sp[i] = array_ptr(self.arrays[i]) if i < len(self.arrays) else NULL
         self._reset_cache()
 
     cdef _reset_cache(self):
@@ -230,15 +222,12 @@ cdef class PState:
     def host_array(self, int i):
         """State array i as a new host (numpy) array (a copy on every device)."""
         a = self.arrays[i]
-        return a.copy() if self.device == "CPU" else np.array(_device.to_host(self.device, a))
+        return np.array(_device.to_host(self.device, a))
 
     def set_array(self, int i, host):
         """Write the host array into state array i (through the device array)."""
         a = self.arrays[i]
-        if self.device != "CPU":
-            import dyn._core.gpu as _gpu
-            host = _gpu.current().asarray(np.asarray(host, dtype=a.dtype))
-        a[...] = host
+        a[...] = _device.from_host(self.device, np.asarray(host, dtype=a.dtype))
 
     def zero(self):
         """Restart: zero the statistics (SMORMS3's mem back to 1)."""
