@@ -12,7 +12,6 @@ arithmetic. Also with clipping on (``--clip 5``: a gradient norm read back every
 
     python bench/gpu_sparse_diag.py [DATA] [--sentences 30] [--check step|end|both] [--clip -1]
 """
-import argparse
 import os
 import sys
 
@@ -44,11 +43,11 @@ def build(args, nwords, ntags, device):
 def loss_of(parts, ws, ts):
     E, pH, pO, f, b = parts
     dy.renew_cg()
-    H, O = dy.parameter(pH), dy.parameter(pO)
+    H, Om = dy.parameter(pH), dy.parameter(pO)
     xs = [E[w] for w in ws]
     fw = f.initial_state().transduce(xs)
     bw = b.initial_state().transduce(list(reversed(xs)))
-    outs = [O * dy.tanh(H * dy.concatenate([x, y])) for x, y in zip(fw, reversed(bw))]
+    outs = [Om * dy.tanh(H * dy.concatenate([x, y])) for x, y in zip(fw, reversed(bw))]
     return dy.esum([dy.pickneglogsoftmax(o, t) for o, t in zip(outs, ts)])
 
 

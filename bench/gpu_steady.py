@@ -29,7 +29,7 @@ def main(argv=None):
     fwd = dy.VanillaLSTMBuilder(1, 64, 50, m)
     bwd = dy.VanillaLSTMBuilder(1, 64, 50, m)
     H = m.add_parameters((32, 100))
-    O = m.add_parameters((10, 32))
+    Wo = m.add_parameters((10, 32))
     tr = dy.AdamTrainer(m)
     rs = np.random.RandomState(0)
 
@@ -39,7 +39,7 @@ def main(argv=None):
         xs = [E[int(w)] for w in words]
         f = fwd.initial_state().transduce(xs)
         b = bwd.initial_state().transduce(xs[::-1])[::-1]
-        Hp, Op = dy.parameter(H), dy.parameter(O)
+        Hp, Op = dy.parameter(H), dy.parameter(Wo)
         loss = dy.esum([dy.pickneglogsoftmax(Op * dy.tanh(Hp * dy.concatenate([a, c])), int(w) % 10)
                         for a, c, w in zip(f, b, words)])
         return loss

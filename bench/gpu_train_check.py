@@ -74,9 +74,9 @@ def main(argv=None):
             ldiff = abs(cl - gl) / max(abs(cl), 1e-12)
             good = diff <= args.tol and ldiff <= args.tol
             ok = ok and good
-            line = "| %s | %d | %s %.4f, train loss %.5f | %s %.4f, train loss %.5f | %.2g, %.2g | %s | %.1f s | %.1f s |" % (
-                name, args.items, metric, cm, cl, metric, gm, gl, diff, ldiff, "same" if good else "DIFFERENT",
-                cw, gw)
+            line = ("| %s | %d | %s %.4f, train loss %.5f | %s %.4f, train loss %.5f | %.2g, %.2g | %s "
+                    "| %.1f s | %.1f s |") % (name, args.items, metric, cm, cl, metric, gm, gl, diff, ldiff,
+                                              "same" if good else "DIFFERENT", cw, gw)
             print(line, flush=True)
         rows.append(line)
     table = ["| task | items | CPU | GPU | difference (dev, loss) | | CPU wall | GPU wall |",

@@ -372,7 +372,8 @@ class LookupParameters(Parameters):
         rows = self._rows(values)
         for i in range(len(a)):
             r = a[i]
-            rows[i] = r.reshape(self._row_shape()).ravel(order="F") if r.shape == self._row_shape() else r.ravel()
+            rows[i] = (r.reshape(self._row_shape()).ravel(order="F") if r.shape == self._row_shape()
+                       else r.ravel())
         self.write_values(values)      # one write: on a device, one copy for the whole table
 
     def set_value(self, arr):

@@ -23,7 +23,7 @@ import pytest  # noqa: E402
 
 import dyn as dy  # noqa: E402
 from dyn._core.core import device as _device  # noqa: E402
-from dyn._core.core import graph as _graph
+from dyn._core.core import graph as _graph  # noqa: E402
 
 
 @pytest.fixture

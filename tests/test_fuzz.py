@@ -59,7 +59,8 @@ def _worker(seed, first, count, stride, tmp, timeout, device=None):
             str(report),
         ]
         try:
-            p = subprocess.run(cmd, cwd=ROOT, env=_env(device), capture_output=True, text=True, timeout=timeout)
+            p = subprocess.run(cmd, cwd=ROOT, env=_env(device), capture_output=True, text=True,
+                               timeout=timeout)
         except subprocess.TimeoutExpired:
             crashes.append("timed out after %ds in: %s" % (timeout, progress.read_text().strip()))
             break

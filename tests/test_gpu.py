@@ -11,9 +11,7 @@ import numpy as np
 import pytest
 
 import dyn as dy
-from dyn._core.core import device as _device
 from dyn._core.core import graph as _graph
-
 from tests.conftest import GPU_SKIP_REASON
 
 pytestmark = pytest.mark.skipif(GPU_SKIP_REASON is not None, reason="no GPU device: %s" % GPU_SKIP_REASON)
@@ -99,13 +97,15 @@ def test_without_a_gpu_asking_for_one_says_what_to_install():
              "    print('RuntimeError:', e)\nprint(dy.current_config()['device'])",
              env={"DYN_GPU_STANDIN": "0"})
     assert r.returncode == 0, r.stderr
-    assert "RuntimeError: dyn:" in r.stdout and ("pip install" in r.stdout or "no usable CUDA GPU" in r.stdout)
+    assert "RuntimeError: dyn:" in r.stdout
+    assert "pip install" in r.stdout or "no usable CUDA GPU" in r.stdout
     assert r.stdout.split()[-1] == "CPU"
 
 
 def test_the_cpu_program_never_imports_cupy():
     r = _run("import sys, dyn as dy\ndy.renew_cg()\nx = dy.inputVector([1.0, 2.0])\n"
-             "print(dy.tanh(x).npvalue().sum())\nprint('cupy' in sys.modules, 'dyn._core.gpu' in sys.modules)",
+             "print(dy.tanh(x).npvalue().sum())\n"
+             "print('cupy' in sys.modules, 'dyn._core.gpu' in sys.modules)",
              env={"DYN_GPU_STANDIN": "0"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-2:] == ["False", "False"]
@@ -130,7 +130,7 @@ def test_every_operation_has_gpu_kernels(on_gpu):
 
 def _graph_of(W, E, words):
     dy.renew_cg()
-    h = dy.zeros(4) if hasattr(dy, "zeros") else dy.inputVector([0.0] * 4)
+    h = dy.zeros(4)
     losses = []
     for w in words:
         h = dy.tanh(W * dy.concatenate([E[w], h]))
@@ -190,7 +190,7 @@ def _train_tagger_like(device, steps=30):
     b = m.parameters_from_numpy(np.zeros(4))
     tr = dy.AdamTrainer(m, 0.01)
     losses = []
-    for step in range(steps):
+    for _ in range(steps):
         words = [int(w) for w in rs.randint(0, 20, 6)]
         dy.renew_cg()
         s = lstm.initial_state()
@@ -230,7 +230,7 @@ def test_parameters_of_both_devices_in_one_graph():
         E = m.lookup_parameters_from_numpy(rs.uniform(-1, 1, (4, 2)), device=devs[1])
         tr = dy.SimpleSGDTrainer(m, 0.2)
         out = []
-        for it in range(60):
+        for _ in range(60):
             for x1 in (0, 1):
                 for x2 in (0, 1):
                     dy.renew_cg()
@@ -282,7 +282,8 @@ def test_save_on_the_gpu_load_on_a_cpu_only_machine(tmp_path, on_gpu):
     m.save(path)
     want_w, want_e = W.as_array(), E.as_array()
     code = ("import dyn as dy, numpy as np\nm = dy.ParameterCollection()\nW = m.add_parameters((3, 4))\n"
-            "E = m.add_lookup_parameters((5, 4))\nm.populate(%r)\nprint(dy.current_config()['device'], W.pool.device)\n"
+            "E = m.add_lookup_parameters((5, 4))\nm.populate(%r)\n"
+            "print(dy.current_config()['device'], W.pool.device)\n"
             "np.save(%r, W.as_array())\nnp.save(%r, E.as_array())\n"
             % (path, str(tmp_path / "w.npy"), str(tmp_path / "e.npy")))
     r = _run(code, env={"DYN_GPU_STANDIN": "0", "CUDA_VISIBLE_DEVICES": ""})
@@ -468,7 +469,8 @@ def test_data_parallel_steps_on_the_gpu_equal_one_process_on_the_combined_batch(
         for model, part in zip(replicas, np.array_split(np.arange(len(data)), size)):
             dy.renew_cg()
             model.loss([data[i] for i in part]).backward()
-        run_ranks(lambda ex: sync_gradients(replicas[ex.rank].m, ex, average=False), ThreadExchange.group(size))
+        run_ranks(lambda ex: sync_gradients(replicas[ex.rank].m, ex, average=False),
+                  ThreadExchange.group(size))
         for tr in trs:
             tr.update()
     for model in replicas:
@@ -517,7 +519,8 @@ def test_constrained_softmax_with_bounds_no_distribution_meets_equals_the_cpu():
         u = dy.inputTensor(u0, batched=True)
         y = dy.constrained_softmax(x, u)
         value = y.npvalue()
-        dy.sum_batches(dy.sum_elems(dy.cmult(y, dy.inputTensor(np.arange(16.0).reshape(4, 4), batched=True)))).backward()
+        weights = dy.inputTensor(np.arange(16.0).reshape(4, 4), batched=True)
+        dy.sum_batches(dy.sum_elems(dy.cmult(y, weights))).backward()
         return value, x.gradient(), u.gradient()
 
     try:
@@ -529,7 +532,8 @@ def test_constrained_softmax_with_bounds_no_distribution_meets_equals_the_cpu():
 
 
 def test_dynet_mem_sizes_the_device_arenas():
-    r = _run("import dyn as dy\nfrom dyn._core.core import graph\nfrom dyn._core.gpu.device import current_backend\n"
+    r = _run("import dyn as dy\nfrom dyn._core.core import graph\n"
+             "from dyn._core.gpu.device import current_backend\n"
              "s = graph.memory_stats()\nprint(dy.current_config()['device'], s['forward_capacity'], "
              "s['backward_capacity'], current_backend().counters()['allocs'] >= 2)",
              args=["--dynet-gpus", "1", "--dynet-mem", "64"])

@@ -8,7 +8,8 @@ shape (m, n, bd) in column-major order is, as it lies in memory, a row-major (bd
 (broadcast over a batch-1 operand); a W shared over the batch makes one product over all columns.
 """
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels._util import quiet as _quiet, quiet_kernel
+from dyn._core.gpu.kernels._util import quiet as _quiet
+from dyn._core.gpu.kernels._util import quiet_kernel
 
 ADD, SUB, MUL, DIV = range(4)
 

@@ -8,6 +8,7 @@ per column: a singular matrix gives inf/NaN, never an exception, unlike numpy.li
 import numpy as np
 
 from dyn._core.gpu.device import register
+from dyn._core.gpu.kernels._util import copy_fwd, identity_bwd
 from dyn._core.gpu.kernels._util import quiet as _quiet
 
 INVERSE, LOGDET = 0, 1        # inverse_logdet, ia[0] (dyn/_core/ops/linalg.pxd)
@@ -30,12 +31,12 @@ def _cwa_bwd(v, i):
 
 register("colwise_add", _cwa, _cwa_bwd)
 
-# ---------------------------------------------------------------- contract3d_1d(_bias): z_ij = sum_k x_ijk y_k (+ b_ij)
+# ------------------------------------------------------ contract3d_1d(_bias): z_ij = sum_k x_ijk y_k (+ b_ij)
 
 
 def _c31_parts(v):
-    I, J, K = v.arg_dims(0)
-    IJ, B = I * J, v.bd
+    NI, J, K = v.arg_dims(0)
+    IJ, B = NI * J, v.bd
     X = v.x(0).reshape(IJ, K, -1, order="F")          # (IJ, K, xb)
     Y = v.x(1).reshape(K, -1, order="F")              # (K, yb)
     return IJ, K, B, X, Y
@@ -77,36 +78,36 @@ def _c31_bwd(v, i):
 
 register("contract3d_1d", _c31, _c31_bwd)
 
-# ---------------------------------------------------------------- contract3d_1d_1d(_bias): t_i = sum_jk x_ijk y_k z_j (+ b_i)
+# ------------------------------------------------ contract3d_1d_1d(_bias): t_i = sum_jk x_ijk y_k z_j (+ b_i)
 # aux: x.y (I x J), kept for z's gradient, as the CPU's
 
 
 def _c311(v):
-    I, J, K = v.arg_dims(0)
-    X = v.x(0).reshape(I * J, K, order="F")
-    xy = v.aux((2 * I * J,))[:I * J].reshape(I, J, order="F")
-    xy[...] = (X @ v.x(1).reshape(K, order="F")).reshape(I, J, order="F")
+    NI, J, K = v.arg_dims(0)
+    X = v.x(0).reshape(NI * J, K, order="F")
+    xy = v.aux((2 * NI * J,))[:NI * J].reshape(NI, J, order="F")
+    xy[...] = (X @ v.x(1).reshape(K, order="F")).reshape(NI, J, order="F")
     t = xy @ v.x(2).reshape(J, order="F")
     if v.nargs == 4:
-        t = t + v.x(3).reshape(I, order="F")
-    v.y.reshape(I, order="F")[...] = t
+        t = t + v.x(3).reshape(NI, order="F")
+    v.y.reshape(NI, order="F")[...] = t
 
 
 def _c311_bwd(v, i):
-    I, J, K = v.arg_dims(0)
-    gy = v.gy.reshape(I, order="F")
+    NI, J, K = v.arg_dims(0)
+    gy = v.gy.reshape(NI, order="F")
     if i == 3:
         v.acc(3, gy)
         return
     if i == 2:
-        xy = v.aux((2 * I * J,))[:I * J].reshape(I, J, order="F")
+        xy = v.aux((2 * NI * J,))[:NI * J].reshape(NI, J, order="F")
         v.acc(2, xy.T @ gy)
         return
     u = gy[:, None] * v.x(2).reshape(J, order="F")[None, :]     # dt z^T (I x J)
     if i == 0:
         d = u[:, :, None] * v.x(1).reshape(K, order="F")[None, None, :]
     else:
-        d = u.reshape(I * J, order="F") @ v.x(0).reshape(I * J, K, order="F")
+        d = u.reshape(NI * J, order="F") @ v.x(0).reshape(NI * J, K, order="F")
     v.acc(i, d)
 
 
@@ -129,9 +130,9 @@ def _lu(xp, a):
         perm = perm[rows]
         piv = a[k, k]
         # a zero pivot: the column below is zero too (it was the largest), nothing to eliminate
-        l = a[k + 1:, k] / xp.where(piv == 0, 1.0, piv)
-        a[k + 1:, k] = l
-        a[k + 1:, k + 1:] -= l[:, None] * a[k, k + 1:][None, :]
+        low = a[k + 1:, k] / xp.where(piv == 0, 1.0, piv)
+        a[k + 1:, k] = low
+        a[k + 1:, k + 1:] -= low[:, None] * a[k, k + 1:][None, :]
     return a, perm
 
 
@@ -187,7 +188,7 @@ def _top_bwd(v, i):
 
 register("trace_of_product", _top, _top_bwd)
 
-# ---------------------------------------------------------------- circ_conv, circ_corr (direct O(n^2), in double as the CPU)
+# ------------------------------------------------- circ_conv, circ_corr (direct O(n^2), in double as the CPU)
 
 
 def _circ_index(m, sign_i, sign_k):
@@ -227,7 +228,7 @@ def _circ_bwd(v, i):
 
 register("circ_conv_corr", _circ, _circ_bwd)
 
-# ---------------------------------------------------------------- kmh_ngram: column j = sum of columns j..j+n-1
+# -------------------------------------------------------------- kmh_ngram: column j = sum of columns j..j+n-1
 # (a host loop over the n-gram's width, small; the CPU's order of the sums)
 
 
@@ -250,15 +251,7 @@ def _kmh_bwd(v, i):
 
 register("kmh_ngram", _kmh, _kmh_bwd)
 
-# ---------------------------------------------------------------- to_device (the argument is on this device: a copy)
+# --------------------------------------------------------- to_device (the argument is on this device: a copy)
 
 
-def _copy(v):
-    v.y[...] = v.x(0)
-
-
-def _identity_bwd(v, i):
-    v.acc(0, v.gy)
-
-
-register("to_device", _copy, _identity_bwd)
+register("to_device", copy_fwd, identity_bwd)

@@ -46,11 +46,13 @@ def _hinge_x(v):
     return x, onehot
 
 
-def _hinge(v):
-    xp = v.xp
-    x, onehot = _hinge_x(v)
-    t, off = _hinge_terms(xp, x, onehot, v.fa[0])
-    v.y[...] = _hinge_loss(xp, t, off).reshape(v.shape, order="F")
+def _hinge_fwd(parts):
+    """The forward of hinge (parts: _hinge_x) or hinge_dim (parts: _hdim_x)."""
+    def fwd(v):
+        x, onehot = parts(v)
+        t, off = _hinge_terms(v.xp, x, onehot, v.fa[0])
+        v.y[...] = _hinge_loss(v.xp, t, off).reshape(v.shape, order="F")
+    return fwd
 
 
 def _hinge_bwd(v, i):
@@ -60,7 +62,7 @@ def _hinge_bwd(v, i):
     v.acc(0, _hinge_grad(xp, t, off, onehot, v.gy.reshape((1, v.bd), order="F")))
 
 
-register("hinge", _hinge, _hinge_bwd)
+register("hinge", _hinge_fwd(_hinge_x), _hinge_bwd)
 
 
 def _hdim_x(v):
@@ -80,13 +82,6 @@ def _hdim_x(v):
     return x, onehot
 
 
-def _hdim(v):
-    xp = v.xp
-    x, onehot = _hdim_x(v)
-    t, off = _hinge_terms(xp, x, onehot, v.fa[0])
-    v.y[...] = _hinge_loss(xp, t, off).reshape(v.shape, order="F")
-
-
 def _hdim_bwd(v, i):
     xp = v.xp
     x, onehot = _hdim_x(v)
@@ -98,7 +93,7 @@ def _hdim_bwd(v, i):
     v.acc(0, d)
 
 
-register("hinge_dim", _hdim, _hdim_bwd)
+register("hinge_dim", _hinge_fwd(_hdim_x), _hdim_bwd)
 
 # ---------------------------------------------------------------- pair losses: binary_log_loss, huber, l1
 

@@ -7,6 +7,7 @@ columns with a sort along axis 0; thresholds are computed in float64 as the CPU'
 import numpy as np
 
 from dyn._core.gpu.device import register
+from dyn._core.gpu.kernels._util import copy_fwd
 from dyn._core.gpu.kernels._util import quiet as _quiet
 
 LN_EPS = 1e-8        # layer_norm: g (x - mean) / (std + LN_EPS) + b
@@ -237,15 +238,11 @@ register("weight_norm", _wn, _wn_bwd)
 # ---------------------------------------------------------------- gradient_scale (flip/scale_gradient)
 
 
-def _copy(v):
-    v.y[...] = v.x(0)
-
-
 def _scaled_bwd(v, i):
     v.acc(0, v.fa[0] * v.gy)
 
 
-register("gradient_scale", _copy, _scaled_bwd)
+register("gradient_scale", copy_fwd, _scaled_bwd)
 
 # ---------------------------------------------------------------- argmax
 

@@ -11,7 +11,8 @@ aux (items, the CPU's layout): d (4H x B) | x (I x B, when not read in place) | 
 | scratch (max(I, H) x B) | the noisy Wx, Wh, b (weight noise: drawn on the device, kept for
 backward)."""
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels._util import quiet as _quiet
+from dyn._core.gpu.kernels._util import cols as _cols
+from dyn._core.gpu.kernels._util import sigmoid as _sigmoid
 
 DROP = 1
 CELL, HIDDEN = 0, 1
@@ -22,39 +23,29 @@ def _mat(a, rows):
     return a.reshape((rows, -1), order="F")
 
 
-def _cols(a):
-    """A vector argument (dims + (bd,)) as size x bd."""
-    return a.reshape((-1, a.shape[-1]), order="F")
-
-
-def _sigmoid(xp, a):
-    with _quiet(xp):
-        return 1 / (1 + xp.exp(-a))
-
-
 def _lay(v):
-    m, I, H, B = v.ia[0], v.ia[2], v.ia[3], v.bd
-    mx = I if I > H else H
+    m, NI, H, B = v.ia[0], v.ia[2], v.ia[3], v.bd
+    mx = NI if NI > H else H
     aux = v.aux()
     o = 0
     lay = {}
-    for name, n in (("d", 4 * H * B), ("x", I * B), ("h", H * B), ("tmp", mx * B)):
+    for name, n in (("d", 4 * H * B), ("x", NI * B), ("h", H * B), ("tmp", mx * B)):
         lay[name] = aux[o:o + n]
         o += n
     lay["d"] = lay["d"].reshape((4 * H, B), order="F")
-    lay["x"] = lay["x"].reshape((I, B), order="F")
+    lay["x"] = lay["x"].reshape((NI, B), order="F")
     lay["h"] = lay["h"].reshape((H, B), order="F")
     drop = v.ia[1] & DROP
     if v.fa[0] > 0:
-        Wxn = aux[o:o + 4 * H * I].reshape((4 * H, I), order="F")
-        o += 4 * H * I
+        Wxn = aux[o:o + 4 * H * NI].reshape((4 * H, NI), order="F")
+        o += 4 * H * NI
         Whn = aux[o:o + 4 * H * H].reshape((4 * H, H), order="F")
         o += 4 * H * H
         bn = aux[o:o + 4 * H].reshape((4 * H, 1), order="F")
     else:
         Wxn, Whn, bn = (_mat(v.x(m + 1), 4 * H), _mat(v.x(m + 2), 4 * H),
                         v.x(m + 3).reshape((4 * H, 1), order="F"))
-    lay.update(m=m, I=I, H=H, B=B, drop=drop, Wx=Wxn, Wh=Whn, b=bn)
+    lay.update(m=m, NI=NI, H=H, B=B, drop=drop, Wx=Wxn, Wh=Whn, b=bn)
     return lay
 
 
@@ -82,8 +73,8 @@ def _gates(v):
     if v.fa[0] > 0:
         # fresh N(0, std^2) on every weight for this step (DyNet's weight noise)
         sd = v.fa[0]
-        I = L["I"]
-        L["Wx"][...] = _mat(v.x(m + 1), 4 * H) + sd * v.bk.normal((4 * H, I), v.dtype)
+        NI = L["NI"]
+        L["Wx"][...] = _mat(v.x(m + 1), 4 * H) + sd * v.bk.normal((4 * H, NI), v.dtype)
         L["Wh"][...] = _mat(v.x(m + 2), 4 * H) + sd * v.bk.normal((4 * H, H), v.dtype)
         L["b"][...] = v.x(m + 3).reshape((4 * H, 1), order="F") + sd * v.bk.normal((4 * H, 1), v.dtype)
     y = v.y.reshape((4 * H, B), order="F")
@@ -98,7 +89,7 @@ def _gates(v):
 def _gates_bwd(v, i):
     xp = v.xp
     L = _lay(v)
-    m, H, B, I = L["m"], L["H"], L["B"], L["I"]
+    m, H, B, NI = L["m"], L["H"], L["B"], L["NI"]
     y = v.y.reshape((4 * H, B), order="F")
     gy = v.gy.reshape((4 * H, B), order="F")
     # d is recomputed for each argument: 4H x B elementwise, small next to the products
@@ -119,7 +110,7 @@ def _gates_bwd(v, i):
         v.acc(i, t)
     elif i == m + 1:            # dWx = d X^T, summed over the batch
         X = _cols(v.x(0)) if v.ia[4] else L["x"]
-        v.acc(i, d @ xp.broadcast_to(X, (I, B)).T)
+        v.acc(i, d @ xp.broadcast_to(X, (NI, B)).T)
     elif i == m + 2:
         Hp = _cols(v.x(m)) if v.ia[5] else L["h"]
         v.acc(i, d @ xp.broadcast_to(Hp, (H, B)).T)

@@ -1,6 +1,7 @@
 """GPU kernels of the elementwise nonlinearities and the gradient-flow ops (dropout, noise,
 nobackprop; the CPU's: dyn/_core/cpu/nonlin.pyx). Dropout draws its mask on the device."""
 from dyn._core.gpu.device import register
+from dyn._core.gpu.kernels._util import copy_fwd, identity_bwd
 from dyn._core.gpu.kernels._util import quiet as _quiet
 
 TANH, LOGISTIC, RECTIFY, EXP, LOG = range(5)
@@ -67,19 +68,11 @@ def _noise(v):
     v.y[...] = v.x(0) + v.fa[0] * v.bk.normal(v.shape, v.dtype)
 
 
-def _identity_bwd(v, i):
-    v.acc(0, v.gy)
-
-
-register("noise", _noise, _identity_bwd)
-
-
-def _copy(v):
-    v.y[...] = v.x(0)
+register("noise", _noise, identity_bwd)
 
 
 def _none_bwd(v, i):
     pass
 
 
-register("nobackprop", _copy, _none_bwd)
+register("nobackprop", copy_fwd, _none_bwd)

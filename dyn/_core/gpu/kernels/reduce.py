@@ -6,22 +6,13 @@ the axes in the node's mask (ia[1]; fold_rows: the rows split as (nrows, rows / 
 reduced) are reduced with keepdims, which reshapes to the node's value. Sums accumulate in double
 for float32 and float64, as the CPU's. Backward recomputes what it needs (the mean, the arg max)
 from the argument's value instead of reading the node's scratch."""
+import math
+
 from dyn._core.gpu.device import register
+from dyn._core.gpu.kernels._util import ext as _ext
 from dyn._core.gpu.kernels._util import quiet as _quiet
 
 K_SUM, K_POW, K_STD, K_MAX, K_MIN, K_LSE = range(6)
-MAXD = 7
-
-
-def _ext(dims):
-    return tuple(dims) + (1,) * (MAXD - len(dims))
-
-
-def _prod(s):
-    p = 1
-    for e in s:
-        p *= e
-    return p
 
 
 def _plan(v):
@@ -37,7 +28,7 @@ def _plan(v):
         mask = v.ia[1]
         axes = tuple(k for k in range(8) if (mask >> k) & 1)
     keep = tuple(1 if k in axes else e for k, e in enumerate(ext))
-    return v.x(0).reshape(ext, order="F"), axes, keep, _prod(ext[k] for k in axes)
+    return v.x(0).reshape(ext, order="F"), axes, keep, math.prod(ext[k] for k in axes)
 
 
 _FOLD = []

@@ -18,18 +18,12 @@ per step for the whole batch); through an lstm_step_weight alias that is the ali
 which the alias's backward adds into Wh (the CPU defers the products to the alias instead, which
 scans the graph for its steps: a NodeView cannot)."""
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels._util import quiet as _quiet
+from dyn._core.gpu.kernels._util import cols as _cols
+from dyn._core.gpu.kernels._util import part_bwd, part_fwd
+from dyn._core.gpu.kernels._util import sigmoid as _sigmoid
+from dyn._core.gpu.kernels._util import sum_to as _sum_to
 
 PREV, MASK_H, MASK_G, HVAL, PSTEP = 1, 2, 4, 8, 16
-
-
-def _cols(a):
-    return a.reshape((-1, a.shape[-1]), order="F")
-
-
-def _sigmoid(xp, a):
-    with _quiet(xp):
-        return 1 / (1 + xp.exp(-a))
 
 
 class _Step:
@@ -156,10 +150,6 @@ def _dgates(v, L):
         dcx[...] = 0
 
 
-def _sum_to(d, bd):
-    return d if d.shape[-1] == bd else d.sum(axis=-1, keepdims=True)
-
-
 def _step_bwd(v, i):
     xp = v.xp
     L = _Step(v)
@@ -246,21 +236,11 @@ register("lstm_state_c", _cell, _cell_bwd)
 
 
 def _part(v):
-    H, B, o = v.dims[0], v.bd, v.ia[0]
-    v.y.reshape((H, B), order="F")[...] = _cols(v.x(0))[o:o + H]
+    part_fwd(v, v.ia[0])
 
 
 def _part_bwd(v, i):
-    H, B, o = v.dims[0], v.bd, v.ia[0]
-    gy = v.gy.reshape((H, B), order="F")
-    g = v.gx(0)
-    if g is not None:
-        g = _cols(g)
-        g[o:o + H] += _sum_to(gy, g.shape[-1])
-        return
-    full = v.xp.zeros((2 * H, B), v.dtype)
-    full[o:o + H] = gy
-    v.acc(0, full)
+    part_bwd(v, v.ia[0])
 
 
 register("lstm_step_part", _part, _part_bwd)

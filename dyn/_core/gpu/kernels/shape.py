@@ -5,28 +5,17 @@ the batch), transpose, reshape (a copy, as on the CPU), x ** c and pow(x, e).
 Everything here moves data: forward gathers with slices or fancy indexing, backward builds the
 argument's gradient and adds it with v.acc (repeated indices add up through scatter_add_rows;
 batch-1 arguments get the sum over the batch)."""
+import math
+
 from dyn._core.gpu.device import register
+from dyn._core.gpu.kernels._util import ext as _ext
 from dyn._core.gpu.kernels._util import quiet as _quiet
-
-MAXD = 7
-
-
-def _ext(dims):
-    """dims padded with 1s to the 7 dims of a Dim (_ext of the CPU)."""
-    return tuple(dims) + (1,) * (MAXD - len(dims))
-
-
-def _prod(s):
-    p = 1
-    for e in s:
-        p *= e
-    return p
 
 
 def _split(dims, k):
     """(inner, L, outer): dims before k, dim k, dims after k."""
     e = _ext(dims)
-    return _prod(e[:k]), e[k], _prod(e[k + 1:])
+    return math.prod(e[:k]), e[k], math.prod(e[k + 1:])
 
 
 def _index(xp, ix):
@@ -117,7 +106,7 @@ register("pick_batch_elems", _bsel, _bsel_bwd)
 def _cat_blocks(v):
     k = v.ia[0]
     e = _ext(v.dims)
-    inner, Ln, outer = _prod(e[:k]), e[k], _prod(e[k + 1:])
+    inner, Ln, outer = math.prod(e[:k]), e[k], math.prod(e[k + 1:])
     off = 0
     for i in range(v.nargs):          # a loop over the arguments
         La = _ext(v.arg_dims(i))[k]

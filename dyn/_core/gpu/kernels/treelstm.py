@@ -21,18 +21,11 @@ Weights that come through a tree_weights alias: the CPU leaves their products to
 backward (it scans the graph for its tree nodes, which a NodeView cannot); here every node adds its
 own weight gradients into its weight argument (the alias's gradient: the weight's own)."""
 from dyn._core.gpu.device import register
-from dyn._core.gpu.kernels._util import quiet as _quiet
+from dyn._core.gpu.kernels._util import cols as _cols
+from dyn._core.gpu.kernels._util import part_bwd, part_fwd
+from dyn._core.gpu.kernels._util import sigmoid as _sigmoid
 
 NARY, RNN, CSUM = 0, 1, 2
-
-
-def _cols(a):
-    return a.reshape((-1, a.shape[-1]), order="F")
-
-
-def _sigmoid(xp, a):
-    with _quiet(xp):
-        return 1 / (1 + xp.exp(-a))
 
 
 class _Lay:
@@ -83,7 +76,7 @@ class _Lay:
 
 def _gather(L):
     """X, HC (per position, or the sum), CC, HM from the arguments (a loop over the children)."""
-    v, H, B = L.v, L.H, L.B
+    v, H = L.v, L.H
     if L.hx:
         L.X[...] = _cols(v.x(L.x))
     if not L.p:
@@ -155,7 +148,7 @@ def _tree(v):
 
 def _cell_d(v, L):
     """D (child-sum: also DF per child) and DC from the output's gradient."""
-    H, R, B = L.H, L.R, L.B
+    H, B = L.H, L.B
     gy = v.gy.reshape((-1, B), order="F")
     D = L.D
     if L.mode == RNN:
@@ -198,9 +191,8 @@ def _acc_block(v, i, r0, r1, c0, c1, d):
 
 
 def _tree_bwd(v, i):
-    xp = v.xp
     L = _Lay(v)
-    H, R, B, K = L.H, L.R, L.B, L.K
+    H, R, K = L.H, L.R, L.K
     first = 0
     while not v.has_grad(first):
         first += 1
@@ -259,21 +251,11 @@ register("child_sum_tree_lstm", _tree, _tree_bwd)
 
 
 def _part(v):
-    H, B, o = v.dims[0], v.bd, v.ia[0] * v.dims[0]
-    v.y.reshape((H, B), order="F")[...] = _cols(v.x(0))[o:o + H]
+    part_fwd(v, v.ia[0] * v.dims[0])
 
 
 def _part_bwd(v, i):
-    H, B, o = v.dims[0], v.bd, v.ia[0] * v.dims[0]
-    gy = v.gy.reshape((H, B), order="F")
-    g = v.gx(0)
-    if g is not None:
-        g = _cols(g)
-        g[o:o + H] += gy if g.shape[-1] == B else gy.sum(axis=-1, keepdims=True)
-        return
-    full = v.xp.zeros((2 * H, B), v.dtype)
-    full[o:o + H] = gy
-    v.acc(0, full)
+    part_bwd(v, v.ia[0] * v.dims[0])
 
 
 register("tree_state_part", _part, _part_bwd)
