@@ -420,27 +420,56 @@ def test_examples_run_unchanged_with_dynet_gpus(name):
         assert gpu[k] == pytest.approx(cpu[k], abs=tol), (k, cpu, gpu)
 
 
+class _SmallCard:
+    """The backend's allocator limited to `budget` bytes in all, as a card is: the arena's blocks
+    count until they are released (what a real out-of-memory needs; tests cannot fill a card)."""
+
+    def __init__(self, bk, budget):
+        self.bk, self.budget, self.live, self.sizes = bk, budget, 0, {}
+        self.real_alloc, self.real_release = bk.alloc, bk.release
+
+    def alloc(self, nbytes):
+        if self.live + nbytes > self.budget:
+            raise MemoryError("out of device memory")      # what cupy raises
+        p = self.real_alloc(nbytes)
+        self.sizes[p] = nbytes
+        self.live += nbytes
+        return p
+
+    def release(self, p):
+        self.live -= self.sizes.pop(p, 0)
+        self.real_release(p)
+
+    def __enter__(self):
+        dy.renew_cg()                                      # the arenas as small as they go
+        self.bk.alloc, self.bk.release = self.alloc, self.release
+        return self
+
+    def __exit__(self, *exc):
+        self.bk.alloc, self.bk.release = self.real_alloc, self.real_release
+
+
 def test_out_of_device_memory_is_a_clear_error_and_the_next_graph_runs(on_gpu):
-    bk = on_gpu
-    real = bk.alloc
-    limit = 8 << 20
-
-    def alloc(nbytes):
-        if nbytes > limit:
-            raise MemoryError("out of device memory")    # what cupy raises, made small
-        return real(nbytes)
-
-    bk.alloc = alloc
-    try:
+    """A value larger than the card; then a graph that fills the card value by value (the arena's
+    blocks chained until none more can be had). Each is a MemoryError naming the arena, the bytes
+    and the device; renew_cg() never raises (the merged block the next graph would want does not
+    fit either: the arena starts empty), and the next graphs run and are right."""
+    with _SmallCard(on_gpu, 38 << 20):
         dy.renew_cg()
-        big = dy.random_normal((1024, 4096))              # 16 MiB of values
+        big = dy.random_normal((1024, 12 * 1024))         # 48 MiB of values
         with pytest.raises(MemoryError, match=r"cannot allocate \d+ bytes for the forward \(values\) "
                                               r"arena on GPU:0"):
             dy.sum_elems(big).value()
         dy.renew_cg()
         assert dy.sum_elems(dy.inputVector([1.0, 2.0])).value() == 3.0
-    finally:
-        bk.alloc = real
+        dy.renew_cg()
+        xs = [dy.ones((1 << 20,)) for _ in range(12)]      # 12 x 4 MiB: more than the card holds
+        with pytest.raises(MemoryError, match=r"forward \(values\) arena on GPU:0"):
+            dy.esum([dy.sum_elems(x) for x in xs]).value()
+        dy.renew_cg()
+        dy.renew_cg()
+        xs = [dy.ones((1 << 20,)) * (k + 1) for k in range(3)]   # a graph that fits runs
+        assert dy.esum([dy.sum_elems(x) for x in xs]).value() == 6.0 * (1 << 20)
 
 
 def test_data_parallel_steps_on_the_gpu_equal_one_process_on_the_combined_batch(on_gpu):

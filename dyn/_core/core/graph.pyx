@@ -180,7 +180,13 @@ cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL:
                 raise MemoryError("dyn: arena bookkeeping")
             a.old = old
             a.cold = a.cold * 2 + 4
-        p = _aligned_block(newcap, a)   # (raises with the arena as it was)
+        try:
+            p = _aligned_block(newcap, a)   # (raises with the arena as it was)
+        except MemoryError:
+            if newcap <= n:
+                raise
+            p = _aligned_block(n, a)        # the doubled block is too much: what this value needs
+            newcap = n
         if a.base != NULL:
             a.old[a.nold] = a.base
             a.nold += 1
@@ -214,13 +220,17 @@ cdef void _drop_blocks(Arena* a) noexcept:
 cdef int arena_reset(Arena* a) except -1:
     """Start over; if blocks were chained, replace them by one block of the
     high-water size so the next graph needs no chaining. If that block cannot be had
-    (MemoryError), the arena is left empty and valid: the next alloc starts small."""
+    (MemoryError: the last graph filled the device), the arena is left empty and valid, and the
+    next graph's allocations make their blocks: renewing the graph never raises."""
     cdef size_t need
     if a.nold > 0:
         need = _with_headroom(a.high)
         _drop_blocks(a)
-        a.base = <char*>_aligned_block(need, a)
-        a.cap = need
+        try:
+            a.base = <char*>_aligned_block(need, a)
+            a.cap = need
+        except MemoryError:
+            pass
     a.used = 0
     a.high = 0
     return 0
