@@ -269,12 +269,14 @@ class Parameters(_expr.ParamExpr):
         return self._expr(bool(update))
 
     # saving and loading: see dyn/io/_collections.py
-    def save(self, fname, key="", append=False, *, gradients=False, format="safetensors"):
+    def save(self, fname, key="", append=False, *, gradients=None, format="safetensors"):
         """Write this parameter to fname, named key (default: its full name).
 
         Args:
             append: add it after what the file holds (the file is rewritten atomically).
-            gradients: also save the gradient.
+            gradients: also save the gradient (True), never (False), or (None, the default)
+                when it is not all zeros, as DyNet does; populate restores a saved gradient and
+                zeroes one that was not saved.
             format: "safetensors" (default) or "text" (DyNet's text format).
         """
         _io_collections.save_parameter(self, fname, key, append, gradients, format)
@@ -530,14 +532,16 @@ class ParameterCollection:
     set_weight_decay_lambda = set_weight_decay
 
     # saving and loading: see dyn/io/_collections.py
-    def save(self, fname, name="", append=False, *, gradients=False, format="safetensors"):
+    def save(self, fname, name="", append=False, *, gradients=None, format="safetensors"):
         """Write every parameter, then every lookup parameter, to fname.
 
         Args:
             name: if given (starting with "/"), saved names use it instead of
                 this collection's name as their prefix.
             append: add them after what the file holds (the file is rewritten atomically).
-            gradients: also save the gradients.
+            gradients: also save the gradients (True), never (False), or (None, the default)
+                those that are not all zeros, as DyNet does; populate restores saved gradients
+                and zeroes the others.
             format: "safetensors" (default) or "text" (DyNet's text format).
         """
         _io_collections.save_collection(self, fname, name, append, gradients, format)

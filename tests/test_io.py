@@ -165,7 +165,7 @@ def test_load_param_creates_parameters_with_the_saved_names(tmp_path):
         target.load_lookup_param(tmp_path / "m.st", "/W")
 
 
-def test_gradients_are_saved_on_request_and_cleared_otherwise(tmp_path):
+def test_gradients_are_saved_as_dynet_does_or_as_asked_and_populate_restores_them(tmp_path):
     m = dy.ParameterCollection()
     W = m.add_parameters((2, 3))
     E = m.add_lookup_parameters((4, 2))
@@ -173,13 +173,21 @@ def test_gradients_are_saved_on_request_and_cleared_otherwise(tmp_path):
     grads = [W.grad_as_array(), E.grad_as_array()]
     assert grads[0].any() and grads[1].any()
     m.save(tmp_path / "g.st", gradients=True)
-    m.save(tmp_path / "nog.st")
+    m.save(tmp_path / "nog.st", gradients=False)
+    m.save(tmp_path / "auto.st")          # DyNet's default: the gradients that are not all zeros
     assert sorted(_safetensors.read(tmp_path / "g.st")[0]) == ["/_0", "/_0#grad", "/_1", "/_1#grad"]
+    assert sorted(_safetensors.read(tmp_path / "auto.st")[0]) == ["/_0", "/_0#grad", "/_1", "/_1#grad"]
     m.populate(tmp_path / "nog.st")
     assert not W.grad_as_array().any() and not E.grad_as_array().any() and len(E.touched_rows()) == 0
+    m.save(tmp_path / "zero.st")          # all zeros now: not saved
+    assert sorted(_safetensors.read(tmp_path / "zero.st")[0]) == ["/_0", "/_1"]
     m.populate(tmp_path / "g.st")
     _assert_same([W.grad_as_array(), E.grad_as_array()], grads)
     assert E.touched_all()  # a restored lookup gradient is applied densely
+    m.populate(tmp_path / "zero.st")
+    assert not W.grad_as_array().any() and not E.grad_as_array().any()
+    m.populate(tmp_path / "auto.st")      # DyNet's tests/python: save, populate, the gradients kept
+    _assert_same([W.grad_as_array(), E.grad_as_array()], grads)
 
 
 def test_populate_restores_values_after_training(tmp_path):

@@ -29,7 +29,7 @@ def _check_name(name, collection):
         raise ValueError("a collection's saved name must start with '/': %r" % name)
 
 
-def save_collection(coll, fname, name="", append=False, gradients=False, format="safetensors"):
+def save_collection(coll, fname, name="", append=False, gradients=None, format="safetensors"):
     """ParameterCollection.save: every parameter, then every lookup parameter."""
     _check_name(name, True)
     ps = coll.parameters_list() + coll.lookup_parameters_list()
@@ -41,7 +41,7 @@ def save_collection(coll, fname, name="", append=False, gradients=False, format=
     write_model(os.fspath(fname), items, append, gradients, format)
 
 
-def save_parameter(p, fname, key="", append=False, gradients=False, format="safetensors"):
+def save_parameter(p, fname, key="", append=False, gradients=None, format="safetensors"):
     """Parameters.save: this one parameter, named key (default: its own name)."""
     _check_name(key, False)
     write_model(os.fspath(fname), [(key or p.name(), p)], append, gradients, format)

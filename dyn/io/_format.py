@@ -106,7 +106,11 @@ def constant(v):
 
 
 def entry_of(name, p, gradients):
+    """p's entry; its gradient too if gradients is true, or if it is None and the gradient is not
+    all zeros (DyNet's FULL_GRAD / ZERO_GRAD: what populate then restores)."""
     kind, dim = kind_of(p), tuple(p.dyn_dim())
+    if gradients is None:
+        gradients = bool(np.any(p.grad_view() != 0))
     get_grad = (lambda kind: p.grad_view()) if gradients else None
     return Entry(name, kind, dim, p.pool.values.dtype, lambda kind: p.value_view(), get_grad)
 
@@ -246,7 +250,7 @@ def _write_safetensors(path, entries, objects=None):
     st.write(path, tensors, meta)
 
 
-def write_model(path, items, append=False, gradients=False, format="safetensors", objects=None):
+def write_model(path, items, append=False, gradients=None, format="safetensors", objects=None):
     """Write (saved name, parameter) items; with append, after the file's entries."""
     if format not in ("safetensors", "text"):
         raise ValueError("format must be 'safetensors' or 'text' (DyNet's text format), got %r" % (format,))
