@@ -25,6 +25,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 BEGIN, END = "<!-- paper-tasks:begin -->", "<!-- paper-tasks:end -->"
+GPU_BEGIN, GPU_END = "<!-- paper-tasks-gpu:begin -->", "<!-- paper-tasks-gpu:end -->"
 
 CONFIGS = [
     ("bilstm_tagger", []),
@@ -40,6 +41,30 @@ CONFIGS = [
     ("rnnlm", ["--minibatch", "1", "--sparse"]),
     ("rnnlm", ["--minibatch", "64", "--sparse"]),
 ]
+
+# --device GPU:0: the paper's tasks as the GPU issue sets them (batch 1 unless noted; the Tree-LSTM
+# also at 64 trees a graph, autobatched), each run by dyn on the GPU, PyTorch eager on the same GPU
+# and dyn on the CPU
+GPU_CONFIGS = [
+    ("bilstm_tagger", []),
+    ("bilstm_tagger", ["--sparse"]),
+    ("bilstm_tagger_char", []),
+    ("bilstm_tagger_char", ["--sparse"]),
+    ("treelstm", []),
+    ("treelstm", ["--batch", "64", "--dynet-autobatch", "1"]),
+    ("rnnlm", ["--minibatch", "1"]),
+    ("rnnlm", ["--minibatch", "16"]),
+    ("rnnlm", ["--minibatch", "64"]),
+]
+GPU_BARS = {
+    "bilstm_tagger": 2.0,
+    "bilstm_tagger --sparse": 2.0,
+    "bilstm_tagger_char": 2.0,
+    "bilstm_tagger_char --sparse": 2.0,
+    "treelstm": 2.0,
+    "treelstm --batch 64 --dynet-autobatch 1": 3.0,
+    "rnnlm --minibatch 64": 1.2,
+}
 
 # the project's targets for the speed ratio dyn / PyTorch (targets, not results)
 BARS = {
@@ -185,16 +210,16 @@ def chart(rows, path, title):
     return path
 
 
-def write_section(out, text):
+def write_section(out, text, begin=BEGIN, end=END):
     """Put text between the markers of out, leaving every other byte as it was (a file without
     the markers gets them at its end; a missing file is created)."""
-    block = BEGIN + "\n" + text.rstrip("\n") + "\n" + END
+    block = begin + "\n" + text.rstrip("\n") + "\n" + end
     old = ""
     if os.path.exists(out):
         with open(out, encoding="utf-8") as f:
             old = f.read()
-    if BEGIN in old and END in old and old.index(BEGIN) < old.index(END):
-        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END) :]
+    if begin in old and end in old and old.index(begin) < old.index(end):
+        new = old[: old.index(begin)] + block + old[old.index(end) + len(end) :]
     elif old:
         new = old.rstrip("\n") + "\n\n" + block + "\n"
     else:
@@ -219,6 +244,8 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(REPO, "docs", "benchmarks.md"))
     p.add_argument("--chart", default=None, help="PNG path (default: <out without .md>_paper.png)")
     p.add_argument("--note", default="", help="a sentence about the run for the section (e.g. load)")
+    p.add_argument("--device", default="CPU", help="GPU:0: the tasks on the GPU against PyTorch on the "
+                   "same GPU, and dyn's CPU path beside them (section paper-tasks-gpu of --out)")
     args = p.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
     env = dict(os.environ)
@@ -235,6 +262,8 @@ def main(argv=None):
     if not have_torch:
         print("note: PyTorch is not installed (or --no-torch): dyn only")
     only = set(filter(None, args.only.split(",")))
+    if args.device.upper() != "CPU":
+        return gpu_main(args, argv, env, have_torch, only)
 
     rows = []
     for task, extra in CONFIGS:
@@ -299,6 +328,65 @@ def main(argv=None):
         lines += ["", "![dyn against PyTorch on the DyNet paper's tasks](%s)" % rel]
     write_section(out, "\n".join(lines))
     print("wrote", out, "and " + drawn if drawn else "")
+    failed = [r["name"] for r in rows if r["dyn"] is None]
+    if failed:
+        print("dyn failed on: " + ", ".join(failed))
+    return 1 if failed else 0
+
+
+def gpu_card():
+    """The GPU's name (nvidia-smi), or '?'."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+        return out[0] if out else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def gpu_main(args, argv, env, have_torch, only):
+    """--device GPU:0: each configuration of GPU_CONFIGS by dyn on the GPU, PyTorch eager on the
+    same GPU (--torch-device cuda) and dyn on the CPU, one after the other; the table goes between
+    the paper-tasks-gpu markers of --out."""
+    rows = []
+    for task, extra in GPU_CONFIGS:
+        if only and task not in only:
+            continue
+        name = (task + " " + " ".join(extra)).strip()
+        script = os.path.join(HERE, "tasks", task + ".py")
+        gpu_kv = run_one(script, extra + ["--dynet-devices", args.device], args, env)
+        peer = os.path.join(HERE, "peers", task + ".py")
+        pt_kv = run_one(peer, extra + ["--torch-device", "cuda"], args, env) if have_torch else {}
+        cpu_kv = run_one(script, extra, args, env)
+        gs, unit = speed(gpu_kv)
+        ps, _ = speed(pt_kv)
+        cs, _ = speed(cpu_kv)
+        ratio = gs / ps if gs and ps else None
+        bar = GPU_BARS.get(name)
+        cells = [name, unit, "%.0f" % gs if gs else "-", "%.0f" % ps if ps else "-", fmt_ratio(ratio, bar),
+                 "≥ %g" % bar if bar else "", "%.0f" % cs if cs else "-",
+                 "%.2f" % (gs / cs) if gs and cs else "-", quality(gpu_kv), quality(pt_kv) if pt_kv else "-"]
+        rows.append({"name": name, "dyn": gs, "torch": ps, "ratio": ratio, "cells": cells})
+        print(" | ".join(cells), flush=True)
+    what = "%g s of training per run%s" % (min(args.time, 5.0) if args.quick else args.time,
+                                           " on tiny data slices (--quick)" if args.quick else "")
+    head = ["task", "unit", "dyn GPU", "PyTorch GPU", "dyn/PyTorch", "bar", "dyn CPU", "dyn GPU/CPU",
+            "dev dyn GPU", "dev PyTorch GPU"]
+    lines = [
+        "## The DyNet paper's tasks on the GPU (`bench/run.py --device %s`)" % args.device,
+        "",
+        "Generated by `python bench/run.py %s` on %s." % (shown_args(argv), datetime.date.today()),
+        "",
+        "GPU: %s. Host: %s. %s; dyn on the GPU, PyTorch eager on the same GPU and dyn on the CPU run one"
+        " after the other for each configuration." % (gpu_card(), machine(args.threads), what),
+    ]
+    if args.note:
+        lines += ["", args.note]
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r["cells"]) + " |" for r in rows]
+    out = os.path.abspath(args.out)
+    write_section(out, "\n".join(lines), GPU_BEGIN, GPU_END)
+    print("wrote", out)
     failed = [r["name"] for r in rows if r["dyn"] is None]
     if failed:
         print("dyn failed on: " + ", ".join(failed))

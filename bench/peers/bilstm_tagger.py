@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from torch_common import Adam, common, settings, torch  # noqa: E402
+from torch_common import Adam, common, device_of, settings, torch  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -33,11 +33,13 @@ def main(argv=None):
     p = common.parser(__doc__.splitlines()[0], settings.Tagger)
     args = common.parse(p, argv)
     train, dev, vw, vt, _, _ = common.tagging(args)
-    model = Tagger(len(vw), len(vt), args.wembed, args.hidden, args.mlp, args.sparse)
+    device = device_of(args)
+    model = Tagger(len(vw), len(vt), args.wembed, args.hidden, args.mlp, args.sparse).to(device)
     opt = Adam(model, args.sparse)
 
     def to_tensors(sents):
-        return [(torch.tensor(ws), torch.tensor(ts)) for ws, ts in common.tagged_ids(sents, vw, vt)]
+        return [(torch.tensor(ws, device=device), torch.tensor(ts, device=device))
+                for ws, ts in common.tagged_ids(sents, vw, vt)]
 
     train_ids = to_tensors(train)
     dev_ids = to_tensors(dev)

@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from torch_common import Adam, common, settings, torch  # noqa: E402
+from torch_common import Adam, common, device_of, settings, torch  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -34,7 +34,7 @@ class CharTagger(nn.Module):
 
     def forward(self, item):
         word_pos, word_ids, rare_pos, chars, lengths, n = item
-        x = torch.zeros(n, self.wembed)
+        x = torch.zeros(n, self.wembed, device=self.O.weight.device)
         if len(word_pos):
             x = x.index_copy(0, word_pos, self.emb(word_ids))
         if len(rare_pos):
@@ -49,9 +49,10 @@ def main(argv=None):
     args = common.parse(p, argv)
     train, dev, vw, vt, vc, wc = common.tagging(args)
     PAD = vc.w2i["<*>"]
+    device = device_of(args)
     model = CharTagger(
         len(vw), len(vc), len(vt), args.cembed, args.wembed, args.hidden, args.mlp, args.sparse
-    )
+    ).to(device)
     opt = Adam(model, args.sparse)
 
     def prepare(keys, tags):
@@ -65,14 +66,14 @@ def main(argv=None):
             [[s[t] if t < len(s) else PAD for s in seqs] for t in range(T)], dtype=torch.long
         )
         item = (
-            torch.tensor(freq, dtype=torch.long),
-            torch.tensor([keys[i] for i in freq], dtype=torch.long),
-            torch.tensor(rare, dtype=torch.long),
-            chars,
-            torch.tensor([len(s) for s in seqs], dtype=torch.long),
+            torch.tensor(freq, dtype=torch.long, device=device),
+            torch.tensor([keys[i] for i in freq], dtype=torch.long, device=device),
+            torch.tensor(rare, dtype=torch.long, device=device),
+            chars.to(device),
+            torch.tensor([len(s) for s in seqs], dtype=torch.long),     # (pack wants them on the host)
             len(keys),
         )
-        return item, torch.tensor(tags)
+        return item, torch.tensor(tags, device=device)
 
     train_items = [prepare(*kt) for kt in common.char_tagged(train, vw, vt, vc, wc)]
     dev_items = [

@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from torch_common import Adam, common, dynet_init_, dynet_lstm_init_, settings, torch  # noqa: E402
+from torch_common import Adam, common, device_of, dynet_init_, dynet_lstm_init_, settings, to_device, torch  # noqa: E402,E501
 
 nn = torch.nn
 F = torch.nn.functional
@@ -60,9 +60,10 @@ def main(argv=None):
     p = common.parser(__doc__.splitlines()[0], settings.RNNLM)
     args = common.parse(p, argv)
     train, dev, vw, S = common.lm_data(args)
-    model = LM(len(vw), args.wembed, args.hidden, args.sparse)
+    device = device_of(args)
+    model = LM(len(vw), args.wembed, args.hidden, args.sparse).to(device)
     opt = Adam(model, args.sparse)
-    dev_batches = to_batches(dev, settings.RNNLM.dev_minibatch, S)
+    dev_batches = to_device(to_batches(dev, settings.RNNLM.dev_minibatch, S), device)
 
     def step(mb):
         inp, tgt, mask, n = mb
@@ -81,7 +82,7 @@ def main(argv=None):
         return {"dev_ppl": math.exp(total / max(words, 1))}
 
     return common.train_loop(
-        args, None, step, evaluate, "words", batches=to_batches(train, args.minibatch, S)
+        args, None, step, evaluate, "words", batches=to_device(to_batches(train, args.minibatch, S), device)
     )
 
 

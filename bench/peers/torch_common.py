@@ -23,6 +23,26 @@ torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 torch.manual_seed(1)
 
 
+def device_of(args):
+    """The peer's torch device (--torch-device): cpu, or cuda where a CUDA GPU is usable (else a
+    clear error)."""
+    dev = torch.device(args.torch_device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--torch-device %s: this PyTorch has no usable CUDA GPU" % args.torch_device)
+    return dev
+
+
+def to_device(x, dev):
+    """Tensors (also inside tuples, lists and dicts) moved to dev; everything else as it is."""
+    if isinstance(x, torch.Tensor):
+        return x.to(dev)
+    if isinstance(x, (tuple, list)):
+        return type(x)(to_device(v, dev) for v in x)
+    if isinstance(x, dict):
+        return {k: to_device(v, dev) for k, v in x.items()}
+    return x
+
+
 @torch.no_grad()
 def dynet_init_(t):
     """DyNet 2.1's default initialiser in place: Glorot uniform U(-s, s), s = sqrt(3k / sum of the

@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from torch_common import Adam, common, settings, torch  # noqa: E402
+from torch_common import Adam, common, device_of, settings, torch  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -48,24 +48,26 @@ class TreeLSTM(nn.Module):
 
 def main(argv=None):
     p = common.parser(__doc__.splitlines()[0], settings.TreeLSTM)
+    p.add_argument("--batch", type=int, default=1, help="trees per optimiser step (losses summed)")
     args = common.parse(p, argv)
     train, dev, vw = common.sst(args)
-    model = TreeLSTM(len(vw), args.wembed, args.hidden, settings.TreeLSTM.labels, args.sparse)
+    device = device_of(args)
+    model = TreeLSTM(len(vw), args.wembed, args.hidden, settings.TreeLSTM.labels, args.sparse).to(device)
     opt = Adam(model, args.sparse)
 
     def leaf_ids(tree):
-        return {n: torch.tensor(i) for n, i in common.leaf_ids(tree, vw).items()}
+        return {n: torch.tensor(i, device=device) for n, i in common.leaf_ids(tree, vw).items()}
 
-    train_items = [(t, leaf_ids(t), torch.tensor(t.label)) for t in train]
+    train_items = [(t, leaf_ids(t), torch.tensor(t.label, device=device)) for t in train]
     dev_items = [(t, leaf_ids(t)) for t in dev]
 
-    def step(item):
-        tree, ids, label = item
+    def step(items):
         opt.zero_grad()
-        loss = F.cross_entropy(model(tree, ids).unsqueeze(0), label.unsqueeze(0))
+        loss = sum(F.cross_entropy(model(tree, ids).unsqueeze(0), label.unsqueeze(0))
+                   for tree, ids, label in items)
         loss.backward()
         opt.step()
-        return loss.item(), 1
+        return loss.item(), len(items)
 
     def evaluate():
         with torch.no_grad():
@@ -73,7 +75,8 @@ def main(argv=None):
         return {"dev_acc": good / max(len(dev_items), 1)}
 
     sys.setrecursionlimit(10000)
-    return common.train_loop(args, train_items, step, evaluate, "sents")
+    batches = [train_items[i:i + args.batch] for i in range(0, len(train_items), args.batch)]
+    return common.train_loop(args, None, step, evaluate, "sents", batches=batches)
 
 
 if __name__ == "__main__":

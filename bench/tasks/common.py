@@ -68,6 +68,8 @@ def parser(description, task=None, sparse=True):
     p.add_argument("--dynet-gpus", default=None)
     p.add_argument("--dynet-devices", default=None)
     p.add_argument("--dynet-autobatch", default=None)
+    # the PyTorch peers' device (bench/peers/); the dyn tasks take DyNet's flags above
+    p.add_argument("--torch-device", default="cpu", help="PyTorch peers: cpu or cuda")
     if task is not None:
         settings.add_flags(p, task)
     return p

@@ -6,7 +6,7 @@ their two children, a softmax over the 5 classes at the root; Adam lr 0.001, no 
 graph per tree. The cell is dy.NaryTreeLSTMBuilder(2, ...) (per-child forget gates, no cell
 terms, as the benchmark's own Python cell).
 
-    python bench/tasks/treelstm.py [DATA] [--time S] [--sparse] [--quick]
+    python bench/tasks/treelstm.py [DATA] [--time S] [--sparse] [--quick] [--batch 64 --dynet-autobatch 1]
 """
 
 import os
@@ -23,6 +23,8 @@ import dyn as dy  # noqa: E402
 
 def main(argv=None):
     p = common.parser(__doc__.splitlines()[0], settings.TreeLSTM)
+    p.add_argument("--batch", type=int, default=1, help="trees per graph (their losses summed; with "
+                   "--dynet-autobatch 1 the engine batches them)")
     args = common.parse(p, argv)
     train, dev, vw = common.sst(args)
     UNK = vw.w2i["_UNK_"]
@@ -41,25 +43,28 @@ def main(argv=None):
             return builder.add_input(E[vw.w2i.get(tree.word, UNK)])
         return builder.compose([encode(c) for c in tree.children])
 
+    def scores(tree):
+        return dy.affine_transform([dy.parameter(pb), dy.parameter(pW), encode(tree).output()])
+
     def root_scores(tree):
         dy.renew_cg()
-        W = dy.parameter(pW)
-        b = dy.parameter(pb)
-        return dy.affine_transform([b, W, encode(tree).output()])
+        return scores(tree)
 
-    def step(tree):
-        loss = dy.pickneglogsoftmax(root_scores(tree), tree.label)
+    def step(trees):
+        dy.renew_cg()
+        loss = dy.esum([dy.pickneglogsoftmax(scores(t), t.label) for t in trees])
         value = loss.scalar_value()
         loss.backward()
         trainer.update()
-        return value, 1
+        return value, len(trees)
 
     def evaluate():
         good = sum(int(np.argmax(root_scores(t).npvalue())) == t.label for t in dev)
         return {"dev_acc": good / max(len(dev), 1)}
 
     sys.setrecursionlimit(10000)
-    return common.train_loop(args, train, step, evaluate, "sents")
+    batches = [train[i:i + args.batch] for i in range(0, len(train), args.batch)]
+    return common.train_loop(args, None, step, evaluate, "sents", batches=batches)
 
 
 if __name__ == "__main__":
