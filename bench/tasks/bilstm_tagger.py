@@ -15,7 +15,7 @@ import common  # noqa: E402  (sets the startup clock before dyn is imported)
 import numpy as np  # noqa: E402
 import settings  # noqa: E402
 
-import dyn as dy  # noqa: E402
+dy = common.toolkit()  # dyn, or DyNet with --toolkit dynet
 
 
 def main(argv=None):
@@ -46,14 +46,15 @@ def main(argv=None):
 
     train_ids = common.tagged_ids(train, vw, vt)
 
+    phases = common.Phases(args)
+
     def step(item):
         ws, ts = item
-        exps = build_tagging_graph(ws)
-        loss = dy.esum([dy.pickneglogsoftmax(e, t) for e, t in zip(exps, ts)])
-        value = loss.scalar_value()
-        loss.backward()
-        trainer.update()
-        return value, len(ts)
+
+        def build():
+            exps = build_tagging_graph(ws)
+            return dy.esum([dy.pickneglogsoftmax(e, t) for e, t in zip(exps, ts)]), len(ts)
+        return phases.step(build, trainer)
 
     def evaluate():
         good = total = 0
@@ -65,7 +66,7 @@ def main(argv=None):
                 total += 1
         return {"dev_acc": good / max(total, 1)}
 
-    return common.train_loop(args, train_ids, step, evaluate, "words")
+    return common.train_loop(args, train_ids, step, evaluate, "words", phases=phases)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import common  # noqa: E402  (sets the startup clock before dyn is imported)
 import numpy as np  # noqa: E402
 import settings  # noqa: E402
 
-import dyn as dy  # noqa: E402
+dy = common.toolkit()  # dyn, or DyNet with --toolkit dynet
 
 
 def main(argv=None):
@@ -62,14 +62,15 @@ def main(argv=None):
 
     train_ids = common.char_tagged(train, vw, vt, vc, wc)
 
+    phases = common.Phases(args)
+
     def step(item):
         keys, ts = item
-        exps = build_tagging_graph(keys)
-        loss = dy.esum([dy.pickneglogsoftmax(e, t) for e, t in zip(exps, ts)])
-        value = loss.scalar_value()
-        loss.backward()
-        trainer.update()
-        return value, len(ts)
+
+        def build():
+            exps = build_tagging_graph(keys)
+            return dy.esum([dy.pickneglogsoftmax(e, t) for e, t in zip(exps, ts)]), len(ts)
+        return phases.step(build, trainer)
 
     def evaluate():
         good = total = 0
@@ -80,7 +81,7 @@ def main(argv=None):
                 total += 1
         return {"dev_acc": good / max(total, 1)}
 
-    return common.train_loop(args, train_ids, step, evaluate, "words")
+    return common.train_loop(args, train_ids, step, evaluate, "words", phases=phases)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,30 @@ def _data_rule():
     return mod
 
 
+def toolkit():
+    """The toolkit the task runs on: dyn, or DyNet's own Python module with ``--toolkit dynet``
+    (the same program through the same API; a task whose dyn feature DyNet lacks takes a
+    DyNet-compatible path). Imported here so the startup time counts it."""
+    argv = sys.argv[1:]
+    name = "dyn"
+    for i, a in enumerate(argv):
+        if a == "--toolkit" and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif a.startswith("--toolkit="):
+            name = a.split("=", 1)[1]
+    if name not in ("dyn", "dynet"):
+        raise SystemExit("--toolkit: dyn or dynet, got %r" % name)
+    if name == "dynet":
+        try:
+            import dynet
+        except ImportError:
+            print("skipped=DyNet is not installed in this Python (docs/benchmarks.md says how to build it)")
+            sys.exit(0)
+        return dynet
+    import dyn
+    return dyn
+
+
 def default_data_dir():
     """The data folder when none is given: $DYN_DATA, else ../shared/data beside the repository."""
     folder, _ = _data_rule().data_dir(None)
@@ -68,6 +92,10 @@ def parser(description, task=None, sparse=True):
     p.add_argument("--dynet-gpus", default=None)
     p.add_argument("--dynet-devices", default=None)
     p.add_argument("--dynet-autobatch", default=None)
+    p.add_argument("--phases", action="store_true",
+                   help="time each training step's phases: building the graph, forward, backward, update")
+    p.add_argument("--toolkit", choices=("dyn", "dynet"), default="dyn",
+                   help="run the task on dyn or on DyNet itself (common.toolkit)")
     # the PyTorch peers' device (bench/peers/); the dyn tasks take DyNet's flags above
     p.add_argument("--torch-device", default="cpu", help="PyTorch peers: cpu or cuda")
     if task is not None:
@@ -309,6 +337,47 @@ def dyn_trainer(dy, model, sparse):
 # --------------------------------------------------------------------------- timing loop
 
 
+class Phases:
+    """A training step in its four phases: build the loss expression, its forward pass
+    (scalar_value), backward, the trainer's update. With --phases each is timed, and train_loop
+    prints the microseconds per item of each (phase_build_us=... and so on); without, no timer."""
+
+    NAMES = ("build", "forward", "backward", "update")
+
+    def __init__(self, args):
+        self.on = bool(getattr(args, "phases", False))
+        self.total = dict.fromkeys(self.NAMES, 0.0)
+        self.items = 0
+
+    def step(self, build, trainer):
+        """build() -> (loss expression, units); returns (loss value, units)."""
+        if not self.on:
+            loss, n = build()
+            value = loss.scalar_value()
+            loss.backward()
+            trainer.update()
+            return value, n
+        t0 = time.perf_counter()
+        loss, n = build()
+        t1 = time.perf_counter()
+        value = loss.scalar_value()
+        t2 = time.perf_counter()
+        loss.backward()
+        t3 = time.perf_counter()
+        trainer.update()
+        t4 = time.perf_counter()
+        for k, a, b in zip(self.NAMES, (t0, t1, t2, t3), (t1, t2, t3, t4)):
+            self.total[k] += b - a
+        self.items += 1
+        return value, n
+
+    def summary(self):
+        if not self.on or not self.items:
+            return {}
+        return {"phase_%s_us" % k: 1e6 * v / self.items for k, v in self.total.items()}
+
+
+
 def emit(**kv):
     for k, v in kv.items():
         if isinstance(v, float):
@@ -317,7 +386,7 @@ def emit(**kv):
     sys.stdout.flush()
 
 
-def train_loop(args, train, step, evaluate, unit, batches=None):
+def train_loop(args, train, step, evaluate, unit, batches=None, phases=None):
     """Train until ``args.time`` seconds of training (dev evaluation excluded) have passed.
 
     ``step(item) -> (loss_sum, n_units)`` trains on one item (a sentence, a tree or a minibatch);
@@ -362,6 +431,8 @@ def train_loop(args, train, step, evaluate, unit, batches=None):
                     break
     result = {"startup_time": startup, unit + "_per_sec": done_units / max(train_time, 1e-9)}
     result.update(last)
+    if phases is not None:
+        result.update(phases.summary())
     print("# final")
     emit(**result, items=done_items, epochs=epoch)
     return result

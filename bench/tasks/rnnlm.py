@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (sets the startup clock before dyn is imported)
 import settings  # noqa: E402
 
-import dyn as dy  # noqa: E402
+dy = common.toolkit()  # dyn, or DyNet with --toolkit dynet
 
 
 class RNNLM:
@@ -62,12 +62,10 @@ def main(argv=None):
     trainer = common.dyn_trainer(dy, model, args.sparse)
     lm = RNNLM(model, len(vw), args.wembed, args.hidden, S)
 
+    phases = common.Phases(args)
+
     def step(mb):
-        loss, n = lm.loss(mb)
-        value = loss.scalar_value()
-        loss.backward()
-        trainer.update()
-        return value, n
+        return phases.step(lambda: lm.loss(mb), trainer)
 
     dev_batches = common.lm_minibatches(dev, settings.RNNLM.dev_minibatch)
 
@@ -80,7 +78,7 @@ def main(argv=None):
         return {"dev_ppl": math.exp(total / max(words, 1))}
 
     batches = common.lm_minibatches(train, args.minibatch)
-    return common.train_loop(args, train, step, evaluate, "words", batches=batches)
+    return common.train_loop(args, train, step, evaluate, "words", batches=batches, phases=phases)
 
 
 if __name__ == "__main__":
