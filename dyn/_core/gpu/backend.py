@@ -17,10 +17,38 @@ import numpy as np
 ALIGN = 64
 
 
+VIEW_CACHE = 1 << 16    # arrays over device memory kept by wrap (a graph's worth, many times over)
+
+
 class _Backend:
     """What both backends do the same way through their array module (self.xp, with self.wrap
     giving an array over device memory), and the record of what the device was asked to do:
-    allocations, kernel launches, copies (the tests read it)."""
+    allocations, kernel launches, copies (the tests read it).
+
+    wrap(ptr, shape, dtype) keeps the arrays it makes, by address, shape and type: a kernel asks
+    for the same views graph after graph (the arenas give a repeated graph the same offsets), and
+    making a cupy array over raw memory costs several Python objects. An array over an address
+    owns nothing, so a kept one is the array a new call would make; kernels never change an
+    array's shape in place. Releasing a block or allocating arrays drops them all (bounded
+    memory, and no array outlives the memory it was made over)."""
+
+    def wrap(self, ptr, shape, dtype):
+        key = (ptr, shape, dtype)
+        try:
+            return self._views[key]
+        except KeyError:
+            pass
+        except TypeError:                   # a shape that is not a tuple: made, not kept
+            return self._new_view(ptr, tuple(shape), dtype)
+        a = self._new_view(ptr, shape, dtype)
+        if ptr and a.size:                  # (no memory: a new zeros array each time)
+            if len(self._views) >= VIEW_CACHE:
+                self._views.clear()
+            self._views[key] = a
+        return a
+
+    def forget_views(self):
+        self._views.clear()
 
     def _reset_counters(self):
         self.allocs = 0          # device blocks allocated (arena blocks, pool arrays)
@@ -53,6 +81,7 @@ class _Backend:
     # arrays (the parameter pool, the trainers' state)
     def zeros(self, n, dtype):
         self.allocs += 1
+        self._views.clear()
         return self.xp.zeros(n, dtype)
 
     def asarray(self, a, dtype=None):
@@ -77,6 +106,7 @@ class StandIn(_Backend):
     def __init__(self):
         self.xp = np
         self.blocks = {}
+        self._views = {}
         self._reset_counters()
         self.rng = np.random.default_rng(0x5EED)
         from dyn._core.gpu.device import host_view
@@ -91,9 +121,10 @@ class StandIn(_Backend):
         return p
 
     def release(self, p):
+        self._views.clear()
         self.blocks.pop(p, None)
 
-    def wrap(self, ptr, shape, dtype):
+    def _new_view(self, ptr, shape, dtype):
         return self._view(ptr, shape, dtype)
 
     def zero(self, p, n):
@@ -158,6 +189,7 @@ class CupyBackend(_Backend):
         props = cupy.cuda.runtime.getDeviceProperties(device_id)
         self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self.blocks = {}
+        self._views = {}
         self._reset_counters()
         self.rng = cupy.random.RandomState(0x5EED)
         rt = cupy.cuda.runtime
@@ -176,9 +208,10 @@ class CupyBackend(_Backend):
         return mem.ptr
 
     def release(self, p):
+        self._views.clear()
         self.blocks.pop(p, None)
 
-    def wrap(self, ptr, shape, dtype):
+    def _new_view(self, ptr, shape, dtype):
         cp = self.cp
         n = 1
         for s in shape:
