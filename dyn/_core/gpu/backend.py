@@ -47,9 +47,6 @@ class _Backend:
             self._views[key] = a
         return a
 
-    def forget_views(self):
-        self._views.clear()
-
     def _reset_counters(self):
         self.allocs = 0          # device blocks allocated (arena blocks, pool arrays)
         self.launches = 0        # kernels run (one per node's forward or backward call)
