@@ -24,6 +24,20 @@ import numpy as np  # noqa: E402
 DIM = 64
 
 
+def best_time(one, reps):
+    """Seconds per call of one(): 3 calls to warm up, then the best of 3 rounds of reps calls (one
+    reads its loss back, so a GPU has finished each)."""
+    for _ in range(3):
+        one()
+    best = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            one()
+        best.append((time.perf_counter() - t0) / reps)
+    return min(best)
+
+
 def time_dyn(device, layers, reps):
     import dyn as dy
     dy.init(devices=device, random_seed=1)
@@ -43,17 +57,9 @@ def time_dyn(device, layers, reps):
         loss.backward()
         return v
 
-    for _ in range(3):
-        one()
-    best = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            one()
-        best.append((time.perf_counter() - t0) / reps)
-    nodes = 3 * layers + 2
+    per_graph = best_time(one, reps)
     dy.init(devices="CPU")
-    return min(best) / nodes * 1e6
+    return per_graph / (3 * layers + 2) * 1e6
 
 
 def time_torch(device, layers, reps):
@@ -73,15 +79,7 @@ def time_torch(device, layers, reps):
         loss.backward()
         return loss.item()
 
-    for _ in range(3):
-        one()
-    best = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            one()
-        best.append((time.perf_counter() - t0) / reps)
-    return min(best) / (3 * layers + 1) * 1e6
+    return best_time(one, reps) / (3 * layers + 1) * 1e6
 
 
 def main(argv=None):
