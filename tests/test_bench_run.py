@@ -45,3 +45,49 @@ def test_ratio_cell_marks_a_met_bar():
     assert run.fmt_ratio(1.5, 1.2) == "**1.50**"
     assert run.fmt_ratio(1.1, 1.2) == "1.10"
     assert run.fmt_ratio(None, 1.2) == "-"
+
+
+def test_the_gpu_section_has_its_own_markers(tmp_path):
+    run = _run_module()
+    out = tmp_path / "benchmarks.md"
+    run.write_section(str(out), "cpu table")
+    run.write_section(str(out), "gpu table", run.GPU_BEGIN, run.GPU_END)
+    run.write_section(str(out), "gpu table 2", run.GPU_BEGIN, run.GPU_END)
+    text = out.read_text()
+    assert "cpu table" in text and "gpu table 2" in text and "gpu table\n" not in text
+    assert text.count(run.GPU_BEGIN) == 1 and text.count(run.BEGIN) == 1
+
+
+def _tiny_sst(root):
+    """A few PTB-style sentiment trees (a unary node among them), as bench/tasks read SST."""
+    trees = ["(3 (2 the) (4 (3 good) (2 film)))", "(1 (2 a) (0 (1 bad) (2 (2 long) (2 film))))",
+             "(2 (2 it) (2 (2 is)))", "(4 (4 great) (2 .))"]
+    sst = root / "sst"
+    sst.mkdir(parents=True)
+    for name, k in (("train.txt", 6), ("dev.txt", 2), ("test.txt", 2)):
+        (sst / name).write_text("\n".join(trees * k) + "\n")
+    return root
+
+
+def test_tree_task_runs_its_cells_batched_and_timed_by_phase(tmp_path):
+    """bench/tasks/treelstm.py: the builder and the plain-operation cell (DyNet's path), N trees a
+    graph, autobatched or not, and --phases' four timings; the PyTorch peer at N trees a step."""
+    import subprocess
+    import sys
+
+    data = _tiny_sst(tmp_path / "data")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=ROOT)
+    for extra in (["--cell", "python", "--batch", "4"], ["--batch", "4", "--dynet-autobatch", "1"], []):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "tasks", "treelstm.py"), str(data),
+                            "--items", "3", "--phases", *extra], capture_output=True, text=True, timeout=300,
+                           env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        final = r.stdout.split("# final")[-1]
+        kv = dict(line.split("=", 1) for line in final.split() if "=" in line)
+        assert float(kv["sents_per_sec"]) > 0 and 0 <= float(kv["dev_acc"]) <= 1
+        assert all(float(kv["phase_%s_us" % p]) > 0 for p in ("build", "forward", "backward", "update"))
+    if importlib.util.find_spec("torch") is not None:
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "peers", "treelstm.py"), str(data),
+                            "--items", "3", "--batch", "4", "--torch-device", "cpu"], capture_output=True,
+                           text=True, timeout=300, env=env)
+        assert r.returncode == 0 and "sents_per_sec=" in r.stdout, r.stderr[-2000:]
