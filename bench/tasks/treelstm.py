@@ -57,8 +57,11 @@ class PythonTreeLSTM:
 
     def compose(self, kids):
         left = kids[0]
-        zero = dy.zeros(self.hdim)
-        right = kids[1] if len(kids) > 1 else _Node(zero, zero)  # a missing child: zeros, as the builder
+        if len(kids) > 1:
+            right = kids[1]
+        else:                       # a missing child: zeros, as the builder
+            zero = dy.zeros(self.hdim)
+            right = _Node(zero, zero)
         a = dy.affine_transform([self.bU, self.U, dy.concatenate([left.h, right.h])])
         c = (dy.cmult(self._gate(a, 0, dy.logistic), self._gate(a, 2, dy.tanh))
              + dy.cmult(self._gate(a, 3, lambda x: dy.logistic(x + 1.0)), left.c)
@@ -94,11 +97,14 @@ def main(argv=None):
             return builder.add_input(E[vw.w2i.get(tree.word, UNK)])
         return builder.compose([encode(c) for c in tree.children])
 
+    out = {}                            # this graph's softmax parameters
+
     def scores(tree):
-        return dy.affine_transform([dy.parameter(pb), dy.parameter(pW), encode(tree).output()])
+        return dy.affine_transform([out["b"], out["W"], encode(tree).output()])
 
     def renew():
         dy.renew_cg()
+        out["W"], out["b"] = dy.parameter(pW), dy.parameter(pb)
         if cell == "python":
             builder.begin()
 
