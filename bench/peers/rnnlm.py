@@ -19,7 +19,16 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from torch_common import Adam, common, device_of, dynet_init_, dynet_lstm_init_, settings, to_device, torch  # noqa: E402,E501
+from torch_common import (  # noqa: E402
+    Adam,
+    common,
+    device_of,
+    dynet_init_,
+    dynet_lstm_init_,
+    settings,
+    to_device,
+    torch,
+)
 
 nn = torch.nn
 F = torch.nn.functional
