@@ -268,14 +268,14 @@ def main(argv=None):
     if not have_torch:
         print("note: PyTorch is not installed (or --no-torch): dyn only")
     only = set(filter(None, args.only.split(",")))
+    if args.device.upper() != "CPU":
+        return gpu_main(args, argv, env, have_torch, only)
     dynet_py = args.dynet_python or (sys.executable if importlib.util.find_spec("dynet") else None)
     if dynet_py:
         check = subprocess.run([dynet_py, "-c", "import dynet"], capture_output=True, text=True)
         if check.returncode != 0:
             print("note: %s cannot import dynet: no DyNet column" % dynet_py)
             dynet_py = None
-    if args.device.upper() != "CPU":
-        return gpu_main(args, argv, env, have_torch, only)
 
     rows = []
     for task, extra in CONFIGS:
@@ -311,10 +311,7 @@ def main(argv=None):
 
     out = os.path.abspath(args.out)
     chart_path = os.path.abspath(args.chart or os.path.splitext(out)[0] + "_paper.png")
-    what = "%g s of training per run%s" % (
-        min(args.time, 5.0) if args.quick else args.time,
-        " on tiny data slices (--quick)" if args.quick else "",
-    )
+    what = run_length(args)
     title = "DyNet paper tasks, dyn vs PyTorch: %s, %s" % (what, datetime.date.today())
     drawn = chart(rows, chart_path, title)
     head = ["task", "unit", "dyn", "PyTorch", "dyn/PyTorch", "bar", "DyNet", "dyn/DyNet", "startup dyn s",
@@ -338,15 +335,29 @@ def main(argv=None):
         "The `bar` column is the project's target for dyn/PyTorch (bold: met in this run). The dev"
         " columns are the accuracy or perplexity each toolkit reached in the same training time.",
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
-    ]
-    lines += ["| " + " | ".join(r["cells"]) + " |" for r in rows]
+    ] + table(head, rows)
     if drawn:
         rel = os.path.relpath(drawn, os.path.dirname(out)).replace(os.sep, "/")
         lines += ["", "![dyn against PyTorch on the DyNet paper's tasks](%s)" % rel]
     write_section(out, "\n".join(lines))
     print("wrote", out, "and " + drawn if drawn else "")
+    return failures(rows)
+
+
+def run_length(args):
+    """How long each run trained, for the section's text."""
+    return "%g s of training per run%s" % (min(args.time, 5.0) if args.quick else args.time,
+                                           " on tiny data slices (--quick)" if args.quick else "")
+
+
+def table(head, rows):
+    """The markdown lines of a table: the header, its rule and each row's cells."""
+    return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(r["cells"]) + " |" for r in rows])
+
+
+def failures(rows):
+    """Say which configurations dyn failed on; the exit status (1 if any)."""
     failed = [r["name"] for r in rows if r["dyn"] is None]
     if failed:
         print("dyn failed on: " + ", ".join(failed))
@@ -387,8 +398,7 @@ def gpu_main(args, argv, env, have_torch, only):
                  "%.2f" % (gs / cs) if gs and cs else "-", quality(gpu_kv), quality(pt_kv) if pt_kv else "-"]
         rows.append({"name": name, "dyn": gs, "torch": ps, "ratio": ratio, "cells": cells})
         print(" | ".join(cells), flush=True)
-    what = "%g s of training per run%s" % (min(args.time, 5.0) if args.quick else args.time,
-                                           " on tiny data slices (--quick)" if args.quick else "")
+    what = run_length(args)
     head = ["task", "unit", "dyn GPU", "PyTorch GPU", "dyn/PyTorch", "bar", "dyn CPU", "dyn GPU/CPU",
             "dev dyn GPU", "dev PyTorch GPU"]
     lines = [
@@ -401,15 +411,11 @@ def gpu_main(args, argv, env, have_torch, only):
     ]
     if args.note:
         lines += ["", args.note]
-    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r["cells"]) + " |" for r in rows]
+    lines += [""] + table(head, rows)
     out = os.path.abspath(args.out)
     write_section(out, "\n".join(lines), GPU_BEGIN, GPU_END)
     print("wrote", out)
-    failed = [r["name"] for r in rows if r["dyn"] is None]
-    if failed:
-        print("dyn failed on: " + ", ".join(failed))
-    return 1 if failed else 0
+    return failures(rows)
 
 
 if __name__ == "__main__":
