@@ -47,6 +47,11 @@ class _Backend:
             self._views[key] = a
         return a
 
+    def release(self, p):
+        """Free the block at p (alloc's): the arrays wrap kept go with it."""
+        self._views.clear()
+        self.blocks.pop(p, None)
+
     def _reset_counters(self):
         self.allocs = 0          # device blocks allocated (arena blocks, pool arrays)
         self.launches = 0        # kernels run (one per node's forward or backward call)
@@ -116,10 +121,6 @@ class StandIn(_Backend):
         self.blocks[p] = raw
         self.allocs += 1
         return p
-
-    def release(self, p):
-        self._views.clear()
-        self.blocks.pop(p, None)
 
     def _new_view(self, ptr, shape, dtype):
         return self._view(ptr, shape, dtype)
@@ -203,10 +204,6 @@ class CupyBackend(_Backend):
         self.blocks[mem.ptr] = mem
         self.allocs += 1
         return mem.ptr
-
-    def release(self, p):
-        self._views.clear()
-        self.blocks.pop(p, None)
 
     def _new_view(self, ptr, shape, dtype):
         cp = self.cp
