@@ -68,7 +68,7 @@ def numbers(text):
     return out
 
 
-def prepare(work, src, data, one_gpu):
+def prepare(work, src, data):
     """The work folder: the dynet module, the data, and the programs (xor-multidevice's GPU:1
     edited as the docstring says)."""
     os.makedirs(os.path.join(work, "shim"), exist_ok=True)
@@ -85,7 +85,7 @@ def prepare(work, src, data, one_gpu):
         variants = {"CPU": code, "GPU": code}
         if name == "xor-multidevice":
             variants = {"CPU": re.sub(r'"GPU:\d"', '"CPU"', code),
-                        "GPU": code.replace('"GPU:1"', '"GPU:0"') if one_gpu else code}
+                        "GPU": code.replace('"GPU:1"', '"GPU:0"')}
         for dev, c in variants.items():
             path = os.path.join(work, "%s_%s.py" % (re.sub(r"\W", "_", name), dev))
             with open(path, "w") as f:
@@ -211,7 +211,7 @@ def main(argv=None):
     import common
     data = args.data or common.default_data_dir()
     work = args.work or tempfile.mkdtemp(prefix="dynet_programs_")
-    progs = prepare(work, args.dynet_src, data, one_gpu=True)
+    progs = prepare(work, args.dynet_src, data)
     chosen = [pr for pr in PROGRAMS if not args.only or pr[0] in args.only.split(",")]
     deadline = time.time() + args.timeout
     running = {}
