@@ -23,6 +23,8 @@ def _shape_of(dim, name="dim"):
     A float with an integral value (3.0) counts as that int, as DyNet's
     dims do; other floats, bools, None, strings and arrays raise TypeError
     naming the op (``name``)."""
+    if type(dim) is int and 0 < dim <= _check.MAX_INDEX:  # the common case, before the isinstance checks
+        return (dim,)
     if isinstance(dim, (tuple, list)):
         return tuple(_one_dim(d, dim, name) for d in dim)
     if isinstance(dim, (int, np.integer, float)) and not isinstance(dim, (bool, np.bool_)):

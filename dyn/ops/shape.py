@@ -254,6 +254,9 @@ def pick_range(x, s, e, d=0):
 
 
 def _pick_range(x, s, e, d, name):
+    if type(s) is int and type(e) is int and type(d) is int and 0 <= s < e <= _check.MAX_INDEX \
+            and 0 <= d < _check.MAXD:
+        return _k.pick_range(x, s, e, d, name)  # the common case: checked and built in one compiled call
     _check.expr(x, name)
     d = _check.axis(d, name, "d")
     s = _check.index(s, name, "start")

@@ -334,6 +334,21 @@ def test_numpy_integers_still_work():
     assert dy.maxpooling2d(x, [np.int64(2), 2], (2, 2), np.bool_(False)).dim() == ((2, 2), 1)
 
 
+@pytest.mark.parametrize("s, e, d", [(0, 2, 0), (1, 2, 1), (5, 305, 0), (0, 400, 0), (399, 400, 0)])
+def test_pick_range_with_ints_and_numpy_ints_agree(s, e, d):
+    """Python ints take the compiled path (its own index buffer past 256 indices), numpy ints the
+    checked Python one: the same node either way."""
+    data = np.arange(800.0).reshape(400, 2)
+    x = dy.inputTensor(data)
+    want = np.take(data, range(s, e), axis=d)
+    fast, checked = dy.pick_range(x, s, e, d), dy.pick_range(x, np.int64(s), np.int64(e), np.int64(d))
+    assert fast.dim() == checked.dim()
+    np.testing.assert_array_equal(fast.npvalue(), want.reshape(fast.npvalue().shape))
+    np.testing.assert_array_equal(checked.npvalue(), fast.npvalue())
+    with pytest.raises(IndexError, match="^pick_range: end %d is out of range for dim %d" % (e + 400, d)):
+        dy.pick_range(x, s, e + 400, d)
+
+
 @pytest.mark.parametrize(
     "data,dtype",
     [
