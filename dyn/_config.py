@@ -13,7 +13,7 @@ import sys
 from dyn._core.core import graph as _graph
 
 _FLAGS = ("mem", "seed", "autobatch", "weight-decay", "gpus", "gpu", "devices", "profiling", "viz")
-state = {"initialized": False, "autobatch": False, "weight_decay": 0.0, "seed": None}
+state = {"initialized": False, "autobatch": True, "weight_decay": 0.0, "seed": None}
 
 
 def parse_flags(argv) -> dict:
@@ -304,6 +304,19 @@ def _gpu_flag(flags):
     return n
 
 
+def default_autobatch():
+    """Automatic batching is on unless turned off: ``--dynet-autobatch 0``, ``dyn.init(autobatch=False)``,
+    ``renew_cg(autobatching=False)``, or the environment variable ``DYN_AUTOBATCH=0`` (read at
+    import; the test suite runs once with each setting)."""
+    v = os.environ.get("DYN_AUTOBATCH", "").strip()
+    if not v:
+        return True
+    try:
+        return _flag("autobatch", v)
+    except ValueError:
+        raise ValueError("DYN_AUTOBATCH must be 0 or 1 (or true/false, on/off), got %r" % v) from None
+
+
 def init_from_argv():
     flags = parse_flags(sys.argv)
     devices = flags.get("devices")
@@ -315,7 +328,7 @@ def init_from_argv():
     init(
         random_seed=flags.get("seed"),
         mem=flags.get("mem"),
-        autobatch=flags.get("autobatch"),
+        autobatch=flags.get("autobatch", default_autobatch()),
         weight_decay=flags.get("weight-decay"),
         devices=devices,
         precision=env_dtype,
@@ -365,7 +378,7 @@ class DynetParams:
         self.random_seed = 0
         self.mem_descriptor = "512"
         self.weight_decay = 0.0
-        self.autobatch = 0
+        self.autobatch = int(state["autobatch"])  # dyn's default (on), where DyNet's was 0
         self.profiling = 0
         self.shared_parameters = False
         self.requested_gpus = -1
@@ -383,7 +396,7 @@ class DynetParams:
         self.random_seed = int(conf.get("seed", 0))
         self.mem_descriptor = str(conf.get("mem", "512"))
         self.weight_decay = float(conf.get("weight_decay", 0))
-        self.autobatch = int(conf.get("autobatch", 0))
+        self.autobatch = int(conf.get("autobatch", int(state["autobatch"])))
         self.profiling = int(conf.get("profiling", 0))
         self.requested_gpus = int(conf.get("requested_gpus", 0) or 0)
         return self

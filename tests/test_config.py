@@ -50,6 +50,48 @@ def test_import_with_flags_prints_nothing_and_gpu_request_fails():
     assert bad.returncode != 0 and "GPU" in bad.stderr and "RuntimeError" in bad.stderr
 
 
+@pytest.mark.parametrize(
+    "env, argv, want",
+    [
+        (None, [], "True True 1"),  # on by default
+        ("0", [], "False False 0"),
+        ("off", [], "False False 0"),
+        ("1", [], "True True 1"),
+        (None, ["--dynet-autobatch", "0"], "False False 0"),
+        ("0", ["--dynet-autobatch", "1"], "True True 1"),  # the flag wins over the environment
+    ],
+)
+def test_automatic_batching_is_on_unless_turned_off(env, argv, want):
+    code = (
+        "import dyn, dyn.graph; from dyn._core.core import graph as g; "
+        "dyn.renew_cg(); print(dyn.current_config()['autobatch'], g.autobatching(), "
+        "dyn.DynetParams().autobatch)"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "DYN_AUTOBATCH"}
+    if env is not None:
+        environ["DYN_AUTOBATCH"] = env
+    out = subprocess.run([sys.executable, "-c", code] + argv, capture_output=True, text=True, env=environ)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == want.split()
+
+
+def test_a_bad_dyn_autobatch_is_named_at_import():
+    out = subprocess.run(
+        [sys.executable, "-c", "import dyn"], capture_output=True, text=True,
+        env=dict(os.environ, DYN_AUTOBATCH="maybe"),
+    )
+    assert out.returncode != 0
+    assert "DYN_AUTOBATCH must be 0 or 1 (or true/false, on/off), got 'maybe'" in out.stderr
+
+
+def test_renew_cg_overrides_the_default_for_one_graph():
+    default = dy.current_config()["autobatch"]
+    dy.renew_cg(autobatching=not default)
+    assert _graph.autobatching() == (not default)
+    dy.renew_cg()
+    assert _graph.autobatching() == default
+
+
 def test_seed_makes_initialisation_and_dropout_repeatable():
     def draw():
         dy.reset_random_seed(42)
@@ -238,11 +280,12 @@ def test_init_options_apply_at_any_time_and_bad_ones_change_nothing():
 def test_bad_mem_is_named_and_changes_nothing(mem, why):
     dy.init(mem="2")
     before, stats = dy.current_config(), _graph.memory_stats()["forward_capacity"]
+    ab = _graph.autobatching()
     with pytest.raises(ValueError, match="dyn.init: mem must be .*%s.*got %s" % (why, re.escape(repr(mem)))):
-        dy.init(mem=mem, autobatch=True, random_seed=99)
+        dy.init(mem=mem, autobatch=not ab, random_seed=99)
     assert dy.current_config() == before
     assert _graph.memory_stats()["forward_capacity"] == stats == 2 << 20
-    assert not _graph.autobatching()
+    assert _graph.autobatching() == ab
 
 
 def test_dynet_mem_strings_are_accepted():
@@ -283,11 +326,12 @@ def test_a_failing_init_changes_nothing_and_dyn_keeps_working(monkeypatch):
     def no_memory(nbytes):
         raise MemoryError("cannot allocate %d bytes" % nbytes)
 
+    ab = _graph.autobatching()
     monkeypatch.setattr(_graph, "set_initial_memory", no_memory)
     with pytest.raises(MemoryError):
-        dy.init(mem="64", random_seed=6, autobatch=True, precision="float64", weight_decay=0.5)
+        dy.init(mem="64", random_seed=6, autobatch=not ab, precision="float64", weight_decay=0.5)
     assert dy.current_config() == before
-    assert not _graph.autobatching() and dy.get_precision() == "float32"
+    assert _graph.autobatching() == ab and dy.get_precision() == "float32"
     assert x.is_alive() and dy.rectify(x).npvalue().tolist() == [1.0, 0.0]
 
     # a later step failing (it cannot, today) rolls back what was applied before it
@@ -298,7 +342,7 @@ def test_a_failing_init_changes_nothing_and_dyn_keeps_working(monkeypatch):
 
     monkeypatch.setattr(_graph, "set_autobatching", broken)
     with pytest.raises(RuntimeError, match="the engine broke"):
-        dy.init(precision="float64", autobatch=True, weight_decay=0.5, random_seed=6)
+        dy.init(precision="float64", autobatch=not ab, weight_decay=0.5, random_seed=6)
     monkeypatch.undo()
     assert dy.current_config() == before
     dy.renew_cg()

@@ -215,8 +215,12 @@ def test_save_and_load_round_trip(name, tmp_path):
     assert [p.name() for p in b2.param_collection().parameters_list()] == [
         p.name() for p in b.param_collection().parameters_list()
     ]
+    for p, p2 in zip(b.param_collection().parameters_list(), b2.param_collection().parameters_list()):
+        np.testing.assert_array_equal(p2.as_array(), p.as_array())  # the weights come back exactly
     dy.renew_cg()
-    np.testing.assert_array_equal(R.dyn_encode(b2, E2, tree).output().npvalue(), want)
+    # the same tree through the same weights; the loaded weights sit at other addresses, and the
+    # automatic batching engine's matrix products may then round differently in the last bit
+    np.testing.assert_allclose(R.dyn_encode(b2, E2, tree).output().npvalue(), want, rtol=1e-6, atol=1e-7)
 
 
 def test_parameters_and_expressions():
