@@ -97,6 +97,9 @@ def parser(description, task=None, sparse=True):
     p.add_argument("--dynet-autobatch", default=None)
     p.add_argument("--phases", action="store_true",
                    help="time each training step's phases: building the graph, forward, backward, update")
+    p.add_argument("--ab-compare", action="store_true",
+                   help="dyn: train every item twice, with automatic batching off and on (the order "
+                   "alternating), and print both speeds and their ratio on the same items")
     p.add_argument("--toolkit", choices=TOOLKITS, default="dyn",
                    help="run the task on dyn or on DyNet itself (common.toolkit)")
     # the PyTorch peers' device (bench/peers/); the dyn tasks take DyNet's flags above
@@ -376,6 +379,44 @@ class Phases:
         return {"phase_%s_us" % k: 1e6 * v / self.items for k, v in self.total.items()}
 
 
+class ABCompare:
+    """--ab-compare: each training item runs twice, with dyn's automatic batching off and on (which
+    goes first alternates item by item), each run timed; the ratio of the two speeds is on exactly
+    the same items, so the machine's drift cancels out. Both runs update the model."""
+
+    def __init__(self):
+        from dyn._config import state
+
+        self.state, self.default = state, state["autobatch"]
+        self.time = {False: 0.0, True: 0.0}
+        self.k = 0
+        self.last = 0.0
+
+    def step(self, step, item):
+        order = (False, True) if self.k % 2 == 0 else (True, False)
+        self.k += 1
+        self.last = 0.0
+        try:
+            for flag in order:
+                self.state["autobatch"] = flag
+                t0 = time.perf_counter()
+                out = step(item)
+                dt = time.perf_counter() - t0
+                self.time[flag] += dt
+                self.last += dt / 2
+        finally:
+            self.state["autobatch"] = self.default
+        return out
+
+    def summary(self, unit, units):
+        off, on = self.time[False], self.time[True]
+        return {
+            unit + "_per_sec_ab_off": units / max(off, 1e-9),
+            unit + "_per_sec_ab_on": units / max(on, 1e-9),
+            "ab_on_off": off / max(on, 1e-9),
+        }
+
+
 def emit(**kv):
     for k, v in kv.items():
         if isinstance(v, float):
@@ -403,13 +444,18 @@ def train_loop(args, train, step, evaluate, unit, batches=None, phases=None):
     eval_every = args.eval_every or max(len(items), 1)
     since_eval = 0
     finished = False
+    ab = ABCompare() if getattr(args, "ab_compare", False) else None
     while not finished:
         epoch += 1
         random.shuffle(items)
         for item in items:
-            t0 = time.time()
-            loss, n = step(item)
-            train_time += time.time() - t0
+            if ab is not None:
+                loss, n = ab.step(step, item)
+                train_time += ab.last
+            else:
+                t0 = time.time()
+                loss, n = step(item)
+                train_time += time.time() - t0
             loss_sum += loss
             done_units += n
             done_items += 1
@@ -431,6 +477,8 @@ def train_loop(args, train, step, evaluate, unit, batches=None, phases=None):
     result.update(last)
     if phases is not None:
         result.update(phases.summary())
+    if ab is not None:
+        result.update(ab.summary(unit, done_units))
     print("# final")
     emit(**result, items=done_items, epochs=epoch)
     return result

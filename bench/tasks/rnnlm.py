@@ -10,7 +10,7 @@ PyTorch peer runs one ``nn.Linear`` over the whole sequence. Dev perplexity is c
 batches of 64 (settings.RNNLM.dev_minibatch) whatever the training minibatch (forward only, not
 timed).
 
-    python bench/tasks/rnnlm.py [DATA] [--minibatch N] [--time S] [--sparse] [--quick]
+    python bench/tasks/rnnlm.py [DATA] [--minibatch N] [--time S] [--sparse] [--step] [--quick]
 """
 
 import math
@@ -52,9 +52,35 @@ class RNNLM:
             losses = losses * dy.reshape(dy.inputVector(mask), (1,), T * B)
         return dy.sum_batches(losses), sum(len(sent) for sent in sents)
 
+    def loss_steps(self, sents):
+        """The same loss written step by step, as DyNet's own rnnlm examples are: one add_input
+        and one softmax (affine transform + pickneglogsoftmax_batch) per time step, summed with
+        esum. Unbatched, the softmax is a matrix-vector product per step; the automatic batching
+        engine joins the steps' softmax products into one."""
+        dy.renew_cg()
+        W_exp = dy.parameter(self.W_sm)
+        b_exp = dy.parameter(self.b_sm)
+        S, B, T = self.S, len(sents), len(sents[0])
+        state = self.RNN.initial_state()
+        prev = [S] * B
+        losses = []
+        for i in range(T):
+            wids = [sent[i] if len(sent) > i else S for sent in sents]
+            state = state.add_input(dy.lookup_batch(self.WORDS_LOOKUP, prev))
+            loss = dy.pickneglogsoftmax_batch(dy.affine_transform([b_exp, W_exp, state.output()]), wids)
+            if len(sents[-1]) <= i:  # padded steps of shorter sentences count zero
+                mask = [1.0 if len(sent) > i else 0.0 for sent in sents]
+                loss = loss * dy.reshape(dy.inputVector(mask), (1,), B)
+            losses.append(loss)
+            prev = wids
+        return dy.sum_batches(dy.esum(losses)), sum(len(sent) for sent in sents)
+
 
 def main(argv=None):
     p = common.parser(__doc__.splitlines()[0], settings.RNNLM)
+    p.add_argument("--step", action="store_true",
+                   help="write the model step by step (add_input and a softmax per time step), as "
+                   "DyNet's rnnlm examples do, instead of transduce and one softmax per minibatch")
     args = common.parse(p, argv)
     train, dev, vw, S = common.lm_data(args)
 
@@ -64,16 +90,18 @@ def main(argv=None):
 
     phases = common.Phases(args)
 
+    loss = lm.loss_steps if args.step else lm.loss
+
     def step(mb):
-        return phases.step(lambda: lm.loss(mb), trainer)
+        return phases.step(lambda: loss(mb), trainer)
 
     dev_batches = common.lm_minibatches(dev, settings.RNNLM.dev_minibatch)
 
     def evaluate():
         total = words = 0
         for mb in dev_batches:
-            loss, n = lm.loss(mb)
-            total += loss.scalar_value()
+            value, n = lm.loss(mb)
+            total += value.scalar_value()
             words += n
         return {"dev_ppl": math.exp(total / max(words, 1))}
 
