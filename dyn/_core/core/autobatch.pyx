@@ -128,6 +128,10 @@ cdef long st_inplace = 0, st_permember = 0, st_gathered = 0, st_gbytes = 0
 cdef double st_sched = 0, st_fwd = 0, st_bwd = 0, st_bwd_sched = 0
 
 
+cdef extern from "_ticks.h" nogil:
+    unsigned long long dyn_ticks()
+
+
 cdef inline double _now() noexcept nogil:
     cdef timespec t
     clock_gettime(CLOCK_MONOTONIC, &t)
@@ -423,6 +427,7 @@ cdef int _ab_forward(int nid) except -1:
     cdef int i, j, k, a, s, d, best, m, q0 = 0, q1 = 0, done = 0, u
     cdef long e = 0
     cdef double t0 = _now(), tk = 0, t1, bestd, avg
+    cdef unsigned long long c0t = dyn_ticks(), c1   # kernel time in ticks (tk), seconds at the end
     cdef Node* n
     if N <= 0:
         return 0
@@ -469,7 +474,7 @@ cdef int _ab_forward(int nid) except -1:
     # 2. the agenda
     while done < N:
         if q0 < q1:
-            t1 = _now()
+            c1 = dyn_ticks()
             while q0 < q1:         # every ready node that cannot batch, in order
                 i = QUEUE[q0]
                 q0 += 1
@@ -478,7 +483,7 @@ cdef int _ab_forward(int nid) except -1:
                 st_singles += 1
                 done += 1
                 _release(i, &q1)
-            tk += _now() - t1
+            tk += dyn_ticks() - c1
             continue
         best = 0
         bestd = 1e300
@@ -505,9 +510,9 @@ cdef int _ab_forward(int nid) except -1:
         while j < m:                  # in parts whose tensors each stay within MAX_ELEMS
             k = _part_end(g, MEMB, j, m)
             if k - j == 1:
-                t1 = _now()
+                c1 = dyn_ticks()
                 exec_node(MEMB[j])
-                tk += _now() - t1
+                tk += dyn_ticks() - c1
                 _log(MEMB[j])
                 st_singles += 1
             else:
@@ -523,8 +528,13 @@ cdef int _ab_forward(int nid) except -1:
     st_nodes += N
     t1 = _now() - t0
     st_fwd += t1
-    st_sched += t1 - tk
+    st_sched += t1 - _seconds(tk, t1, dyn_ticks() - c0t)
     return 0
+
+
+cdef inline double _seconds(double ticks, double wall, unsigned long long span) noexcept:
+    """Ticks in seconds, by the clock's reading of the span they were counted in."""
+    return wall * ticks / span if span > 0 else 0.0
 
 
 cdef long PART_LIMIT = MAX_ELEMS
@@ -672,7 +682,8 @@ cdef void** _elem_ptrs(Graph* g, long base, int m, int nel, Batch* B, int nid, b
 
 
 cdef double _run_batch(Graph* g, int* mem, int m) except -1:
-    """Run nodes mem[0..m) (same signature, in _order's order) as one node; returns kernel seconds."""
+    """Run nodes mem[0..m) (same signature, in _order's order) as one node; returns the kernel's
+    time in ticks (dyn_ticks)."""
     global nbt, st_inplace, st_permember, st_gathered, st_gbytes
     cdef Node* n0 = &g.nodes[mem[0]]
     cdef Node* n
@@ -693,7 +704,8 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     cdef Batch* B
     cdef Node* saved_nodes
     cdef int* saved_ipool
-    cdef double t1, tk
+    cdef double tk
+    cdef unsigned long long c1
     for j in range(m):
         n = &g.nodes[mem[j]]
         total += dim_total(&n.dim)
@@ -809,9 +821,9 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     g.nodes, g.ipool = BN, BI
     if S.fix != NULL:
         S.fix(g, &BN[pn])
-    t1 = _now()
+    c1 = dyn_ticks()
     run_fwd(g, &BN[pn])
-    tk = _now() - t1
+    tk = dyn_ticks() - c1
     g.nodes, g.ipool = saved_nodes, saved_ipool
     if g.kerr:
         raise_kernel_error()
@@ -837,6 +849,8 @@ cdef int _ab_backward(int nid, bint full) except -1:
     cdef int* inb = NULL
     cdef char* blk
     cdef double t0 = _now(), tk = 0, t1
+    cdef unsigned long long c0t = dyn_ticks(), c1 = 0   # kernel time in ticks (tk)
+    cdef bint run = False                               # in a run of single nodes (timed as one)
     live = <unsigned char*>calloc(nid + 1, 1)
     blive = <unsigned char*>calloc(nbt + 1, 1)
     inb = <int*>malloc((g.n + 1) * sizeof(int))
@@ -896,23 +910,29 @@ cdef int _ab_backward(int nid, bint full) except -1:
             if u >= 0:
                 if u > nid or not live[u]:
                     continue
-                t1 = _now()
+                if not run:
+                    c1 = dyn_ticks()
+                    run = True
                 node_backward(u, live)
-                tk += _now() - t1
                 if g.kerr:
                     raise_kernel_error()
                 continue
             bi = -1 - u
             if not blive[bi]:
                 continue
+            if run:
+                tk += dyn_ticks() - c1
+                run = False
             tk += _batch_backward(g, &BT[bi], live, nid)
+        if run:
+            tk += dyn_ticks() - c1
     finally:
         free(live)
         free(blive)
         free(inb)
     t1 = _now() - t0
     st_bwd += t1
-    st_bwd_sched += t1 - tk
+    st_bwd_sched += t1 - _seconds(tk, t1, dyn_ticks() - c0t)
     return 0
 
 
@@ -954,7 +974,8 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
     cdef bint direct
     cdef Node* saved_nodes
     cdef int* saved_ipool
-    cdef double t1, tk = 0
+    cdef double tk = 0
+    cdef unsigned long long c1
     cdef char* temps[64]
     cdef char** tp = temps
     if B.nargs > 64:
@@ -1013,11 +1034,11 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
                 tp[k] = buf
         saved_nodes, saved_ipool = g.nodes, g.ipool
         g.nodes, g.ipool = BN, BI
-        t1 = _now()
+        c1 = dyn_ticks()
         for k in range(B.nargs):
             if BN[B.pn + 1 + k].g != NULL:
                 run_bwd(g, &BN[B.pn], k)
-        tk = _now() - t1
+        tk = dyn_ticks() - c1
         g.nodes, g.ipool = saved_nodes, saved_ipool
         if g.kerr:
             raise_kernel_error()
