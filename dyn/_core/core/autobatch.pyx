@@ -553,6 +553,8 @@ cdef int _part_end(Graph* g, int* mem, int j0, int m) noexcept:
     cdef long out = 0, aux = 0, args = 0, w
     cdef int j, k
     cdef Node* n
+    if m - j0 <= 1:                 # one node: nothing to split (most agenda picks in a chain)
+        return m
     for j in range(j0, m):
         n = &g.nodes[mem[j]]
         out += dim_total(&n.dim)
