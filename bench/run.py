@@ -3,7 +3,9 @@
 For each task configuration (tagger, tagger with characters, Tree-LSTM, RNN LM at minibatch
 1/4/16/64; dense and sparse updates) runs bench/tasks/<task>.py and then bench/peers/<task>.py
 (when torch is importable), and the same bench/tasks/<task>.py on DyNet itself (--toolkit dynet;
-with --dynet-python, or where this Python imports dynet), for the same training-time budget,
+with --dynet-python, or where this Python imports dynet), then dyn once more with --ab-compare
+(every item trained with automatic batching off and on: the on/off column; --no-ab skips it), for
+the same training-time budget,
 single-threaded by default (OMP, OpenBLAS, MKL and torch threads = 1), and reads their key=value
 output. Writes, between the lines
 ``<!-- paper-tasks:begin -->`` and ``<!-- paper-tasks:end -->`` of --out (added at the end when
@@ -250,6 +252,9 @@ def main(argv=None):
                    help="a Python where `import dynet` works (DyNet built as docs/benchmarks.md says): adds "
                    "a DyNet column, the same task programs run with --toolkit dynet (default: this Python, "
                    "if it has DyNet)")
+    p.add_argument("--no-ab", action="store_true",
+                   help="skip the extra dyn run per task that trains every item with automatic batching "
+                   "off and on (the on/off column)")
     p.add_argument("--device", default="CPU", help="GPU:0: the tasks on the GPU against PyTorch on the "
                    "same GPU, and dyn's CPU path beside them (section paper-tasks-gpu of --out)")
     args = p.parse_args(argv)
@@ -286,9 +291,13 @@ def main(argv=None):
         pt_kv = run_one(os.path.join(HERE, "peers", task + ".py"), extra, args, env) if have_torch else {}
         dn_kv = (run_one(os.path.join(HERE, "tasks", task + ".py"), extra + ["--toolkit", "dynet"], args, env,
                          dynet_py) if dynet_py else {})
+        # automatic batching off and on, every item trained both ways in one process (--ab-compare)
+        ab_kv = ({} if args.no_ab else
+                 run_one(os.path.join(HERE, "tasks", task + ".py"), extra + ["--ab-compare"], args, env))
         ds, unit = speed(dyn_kv)
         ps, _ = speed(pt_kv)
         ns, _ = speed(dn_kv)
+        ab = float(ab_kv["ab_on_off"]) if "ab_on_off" in ab_kv else None
         ratio = ds / ps if ds and ps else None
         bar = BARS.get(name)
         rows.append({"name": name, "dyn": ds, "torch": ps, "ratio": ratio})
@@ -301,6 +310,7 @@ def main(argv=None):
             "≥ %g" % bar if bar else "",
             "%.0f" % ns if ns else "-",
             "%.2f" % (ds / ns) if ds and ns else "-",
+            "%.3f" % ab if ab else "-",
             "%.2f" % float(dyn_kv.get("startup_time", "nan")),
             "%.2f" % float(pt_kv.get("startup_time", "nan")) if pt_kv else "-",
             quality(dyn_kv),
@@ -314,8 +324,8 @@ def main(argv=None):
     what = run_length(args)
     title = "DyNet paper tasks, dyn vs PyTorch: %s, %s" % (what, datetime.date.today())
     drawn = chart(rows, chart_path, title)
-    head = ["task", "unit", "dyn", "PyTorch", "dyn/PyTorch", "bar", "DyNet", "dyn/DyNet", "startup dyn s",
-            "startup PyTorch s"]
+    head = ["task", "unit", "dyn", "PyTorch", "dyn/PyTorch", "bar", "DyNet", "dyn/DyNet",
+            "dyn batching on/off", "startup dyn s", "startup PyTorch s"]
     head += ["dev dyn", "dev PyTorch"]
     lines = [
         "## The DyNet paper's tasks against PyTorch (`bench/run.py`)",
@@ -333,7 +343,10 @@ def main(argv=None):
     lines += [
         "",
         "The `bar` column is the project's target for dyn/PyTorch (bold: met in this run). The dev"
-        " columns are the accuracy or perplexity each toolkit reached in the same training time.",
+        " columns are the accuracy or perplexity each toolkit reached in the same training time."
+        " dyn runs at its default, automatic batching on; `dyn batching on/off` is the speed ratio of"
+        " automatic batching on to off in one more run that trains every item both ways, the order"
+        " alternating (`--ab-compare`).",
         "",
     ] + table(head, rows)
     if drawn:
