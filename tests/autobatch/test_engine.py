@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import dyn as dy
 from dyn import _config
 from dyn._core.core import autobatch as _autobatch
+from dyn._core.core import expr as _expr
 from dyn._core.core import graph as _graph
 from dyn.graph import autobatch_stats
 
@@ -389,3 +390,41 @@ def test_lstm_steps_with_dropped_batch_members():
         res.append((loss.value(), model.grads() + grads, _autobatch.batches() if ab else None))
     assert any(-1 in b for b in res[1][2])  # a batch lost members to cg_revert
     _assert_same(res[0][:2], res[1][:2])
+
+
+def _picks_graph(ab, ranges, per_batch=False):
+    """Tanh of picked rows of 6 instances' own vectors (ranges cycle through the instances)."""
+    dy.renew_cg(autobatching=ab)
+    rng = np.random.RandomState(3)
+    xs = [dy.inputTensor(rng.randn(8, 2)) for _ in range(6)]
+    if per_batch:
+        picks = [dy.pick_batch(dy.concatenate_to_batch([x, x]), [1, 0]) for x in xs]
+    else:
+        picks = [dy.pick_range(x, *ranges[j % len(ranges)]) for j, x in enumerate(xs)]
+    loss = dy.sum_batches(dy.esum([dy.sum_elems(dy.tanh(p) * float(j + 1)) for j, p in enumerate(picks)]))
+    value = loss.value()
+    loss.backward()
+    ids = {_expr.node_of(p) for p in picks}
+    ran = [set(b) & ids for b in _autobatch.batches()] if ab else []
+    return value, [x.gradient() for x in xs], [p.npvalue() for p in picks], [r for r in ran if r]
+
+
+@pytest.mark.parametrize(
+    "ranges, together", [([(2, 5)], [6]), ([(2, 5), (0, 3)], [3, 3]), ([(1, 2, 1)], [6])]
+)
+def test_selections_of_the_same_slices_run_as_one(ranges, together, float64):
+    v0, g0, p0, _ = _picks_graph(False, ranges)
+    v1, g1, p1, batched = _picks_graph(True, ranges)
+    np.testing.assert_allclose(v1, v0, rtol=1e-12)
+    for a, b in zip(g0 + p0, g1 + p1):
+        np.testing.assert_allclose(b, a, rtol=1e-12)
+    assert sorted(len(b) for b in batched) == together  # one batch per distinct slice
+
+
+def test_per_batch_element_picks_run_alone(float64):
+    v0, g0, _, _ = _picks_graph(False, None, per_batch=True)
+    v1, g1, _, batched = _picks_graph(True, None, per_batch=True)
+    np.testing.assert_allclose(v1, v0, rtol=1e-12)
+    for a, b in zip(g0, g1):
+        np.testing.assert_allclose(b, a, rtol=1e-12)
+    assert batched == []

@@ -46,19 +46,25 @@ cdef void _sel(real* y, real* x, Node* n, Node* a, int* ix, bint back) noexcept 
     cdef int k = n.ia[0]
     cdef long inner = _prod(&a.dim, 0, k), L = _ext(&a.dim, k), outer = _prod(&a.dim, k + 1, 7)
     cdef long K = 1 if n.ia[2] else n.nidx
-    cdef long s = inner * L * outer, t = inner * K * outer, b, o, j, i
+    cdef long s = inner * L * outer, t = inner * K * outer, b, o, j, i, r
     cdef real* xb
     cdef real* yb
     for b in range(n.dim.bd):
         xb = x + (b * s if a.dim.bd > 1 else 0)
         yb = y + b * t
         for o in range(outer):
-            for j in range(K):
+            j = 0
+            while j < K:
                 i = ix[b] if n.ia[2] else ix[j]
+                r = 1           # a run of consecutive indices is one contiguous block (pick_range)
+                if not n.ia[2]:
+                    while j + r < K and ix[j + r] == i + r:
+                        r += 1
                 if back:
-                    _move(xb + (o * L + i) * inner, yb + (o * K + j) * inner, inner, True)
+                    _move(xb + (o * L + i) * inner, yb + (o * K + j) * inner, r * inner, True)
                 else:
-                    _move(yb + (o * K + j) * inner, xb + (o * L + i) * inner, inner, False)
+                    _move(yb + (o * K + j) * inner, xb + (o * L + i) * inner, r * inner, False)
+                j += r
 
 
 cdef void fwd_sel(Graph* g, Node* n, real* y) noexcept:

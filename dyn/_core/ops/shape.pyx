@@ -13,7 +13,7 @@ indices (1 for per-batch-element picks).
 from operator import index as _index
 from libc.stdlib cimport malloc, free
 from numpy import bool_ as _np_bool
-from dyn._core.core.graph cimport set_autobatch, AB_ON, AB_PTR_ALL
+from dyn._core.core.graph cimport set_autobatch, AB_ON, AB_PTR_ALL, ABA_NO, ABA_CAT
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, cg, declare_op, dim_size, dim_total, dim_str, arg, idx, set_indices, set_indices_c, finish_node,
     dim_eq_nobatch, MAXD)
@@ -124,6 +124,24 @@ cdef int _shape_sel(Graph* g, Node* n) except -1:
 
 
 OP_SEL = declare_labelled("select", _shape_sel, 3, _LABELS)
+
+
+# Automatic batching: selections of the same slices (the indices are part of the signature) from
+# arguments of one Dim run as one select over the members' arguments joined along the batch (a
+# Tree-LSTM cell in plain operations picks the same gate rows at every tree node). Per-batch-element
+# picks (pick_batch, ia[2]) run alone.
+cdef int _ab_arg_sel(Graph* g, Node* n, int k, int* off, Dim* wd) noexcept:
+    if n.ia[2] or arg(g, n, k).dim.bd != n.dim.bd:
+        return ABA_NO
+    return ABA_CAT
+
+
+cdef void _ab_fix_sel(Graph* g, Node* n) noexcept:
+    # the engine concatenated the members' (equal) index lists: the batched node keeps one of them
+    n.nidx = 1 if n.ia[1] else n.dim.d[n.ia[0]]
+
+
+set_autobatch(OP_SEL, AB_ON, 0, 0x3f, _ab_arg_sel, _ab_fix_sel)
 
 
 cdef int _expr_arg(object x, str name) except -1:
