@@ -37,10 +37,8 @@ def _data_rule():
 TOOLKITS = ("dyn", "dynet")
 
 
-def toolkit():
-    """The toolkit the task runs on: dyn, or DyNet's own Python module with ``--toolkit dynet``
-    (the same program through the same API; a task whose dyn feature DyNet lacks takes a
-    DyNet-compatible path). Imported here so the startup time counts it."""
+def toolkit_name():
+    """The --toolkit of the command line (dyn when not given)."""
     argv = sys.argv[1:]
     name = "dyn"
     for i, a in enumerate(argv):
@@ -48,6 +46,14 @@ def toolkit():
             name = argv[i + 1]
         elif a.startswith("--toolkit="):
             name = a.split("=", 1)[1]
+    return name
+
+
+def toolkit():
+    """The toolkit the task runs on: dyn, or DyNet's own Python module with ``--toolkit dynet``
+    (the same program through the same API; a task whose dyn feature DyNet lacks takes a
+    DyNet-compatible path). Imported here so the startup time counts it."""
+    name = toolkit_name()
     if name not in TOOLKITS:
         raise SystemExit("--toolkit: dyn or dynet, got %r" % name)
     if name == "dynet":
@@ -385,6 +391,8 @@ class ABCompare:
     the same items, so the machine's drift cancels out. Both runs update the model."""
 
     def __init__(self):
+        if toolkit_name() != "dyn":
+            raise SystemExit("--ab-compare: dyn only (it switches dyn's automatic batching)")
         from dyn._config import state
 
         self.state, self.default = state, state["autobatch"]
