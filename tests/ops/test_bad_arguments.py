@@ -336,8 +336,8 @@ def test_numpy_integers_still_work():
 
 @pytest.mark.parametrize("s, e, d", [(0, 2, 0), (1, 2, 1), (5, 305, 0), (0, 400, 0), (399, 400, 0)])
 def test_pick_range_with_ints_and_numpy_ints_agree(s, e, d):
-    """Python ints take the compiled path (its own index buffer past 256 indices), numpy ints the
-    checked Python one: the same node either way."""
+    """Python ints take the compiled path (the range written straight into the index pool, up to
+    400 indices here), numpy ints the checked Python one: the same node either way."""
     data = np.arange(800.0).reshape(400, 2)
     x = dy.inputTensor(data)
     want = np.take(data, range(s, e), axis=d)

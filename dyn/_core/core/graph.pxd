@@ -213,6 +213,7 @@ cdef inline int* idx(Graph* g, Node* n) noexcept nogil:
 cdef int new_node(int op, int nargs, const int* args) except -1
 cdef int set_indices(int nid, object indices) except -1
 cdef int set_indices_c(int nid, const int* v, int m) except -1
+cdef int set_index_range(int nid, int start, int m) except -1
 cdef int finish_node(int nid) except -1
 cdef str op_name(int op)
 cdef str node_desc(int nid)

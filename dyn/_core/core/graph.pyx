@@ -477,6 +477,14 @@ cdef int set_indices_c(int nid, const int* v, int m) except -1:
     return 0
 
 
+cdef int set_index_range(int nid, int start, int m) except -1:
+    """The index list start, start + 1, .. start + m - 1 (a range: pick_range), written in place."""
+    cdef int k, off = _index_slots(nid, m)
+    for k in range(m):
+        G.ipool[off + k] = start + k
+    return 0
+
+
 cdef int finish_node(int nid) except -1:
     """Infer the Dim (raising on bad shapes, leaving the graph as it was)."""
     cdef Node* n = &G.nodes[nid]

@@ -11,11 +11,10 @@ along dim k" op: per batch element the input is viewed as inner x L x outer
 indices (1 for per-batch-element picks).
 """
 from operator import index as _index
-from libc.stdlib cimport malloc, free
 from numpy import bool_ as _np_bool
 from dyn._core.core.graph cimport set_autobatch, AB_ON, AB_PTR_ALL, ABA_NO, ABA_CAT
 from dyn._core.core.graph cimport (
-    Graph, Node, Dim, cg, declare_op, dim_size, dim_total, dim_str, arg, idx, set_indices, set_indices_c, finish_node,
+    Graph, Node, Dim, cg, declare_op, dim_size, dim_total, dim_str, arg, idx, set_indices, set_index_range, finish_node,
     dim_eq_nobatch, MAXD)
 from dyn._core.core.expr cimport node1, node2, noden, finish, Expression
 from dyn._core.cpu.bcast cimport _ext
@@ -151,14 +150,20 @@ cdef int _expr_arg(object x, str name) except -1:
     return 0
 
 
-cdef int _sel_node(object x, int k, list ix, bint remove, bint perbatch, str name) except -1:
-    _expr_arg(x, name)
+cdef int _sel_new(object x, int k, bint remove, bint perbatch, str label) except -1:
+    """A select node over x (its index list still to set): dim k, the flags, the label's code."""
     cdef int nid = node1(OP_SEL, x)
     cdef Node* n = _node(nid)
     n.ia[0] = k
     n.ia[1] = remove
     n.ia[2] = perbatch
-    n.ia[3] = _CODES[name]
+    n.ia[3] = _CODES[label]
+    return nid
+
+
+cdef int _sel_node(object x, int k, list ix, bint remove, bint perbatch, str name) except -1:
+    _expr_arg(x, name)
+    cdef int nid = _sel_new(x, k, remove, perbatch, name)
     set_indices(nid, ix)
     return finish_node(nid)
 
@@ -225,34 +230,16 @@ def select(x, dim, indices, str name):
 
 def pick_range(x, int s, int e, int k, str name):
     """pick_range/pickrange with int arguments (the caller checked 0 <= s < e and 0 <= k < MAXD):
-    the top checked against the size, the node made with its indices s .. e-1 written in C (no
-    Python list: a Tree-LSTM cell in plain operations makes five of these per tree node)."""
+    the top checked against the size, the node made with its indices s .. e-1 written straight
+    into the index pool (no Python list: a Tree-LSTM cell in plain operations makes five of these
+    per tree node)."""
     _expr_arg(x, name)
-    cdef int size = _ext(&_node((<Expression>x).node_id(True)).dim, k), j, m = e - s
+    cdef int size = _ext(&_node((<Expression>x).node_id(True)).dim, k)
     if e > size:
         raise IndexError("%s: end %d is out of range for dim %d of size %d (expression dim %s)"
                          % (name, e, k, size, x.dim()))
-    cdef int buf[256]
-    cdef int* ix = &buf[0]
-    if m > 256:
-        ix = <int*>malloc(m * sizeof(int))
-    if ix == NULL:
-        raise MemoryError("%s: cannot allocate %d indices" % (name, m))
-    for j in range(m):
-        ix[j] = s + j
-    cdef int nid
-    cdef Node* n
-    try:
-        nid = node1(OP_SEL, x)
-        n = _node(nid)
-        n.ia[0] = k
-        n.ia[1] = 0
-        n.ia[2] = 0
-        n.ia[3] = _CODES["pick_range"]    # the node's label (pickrange is its alias)
-        set_indices_c(nid, ix, m)
-    finally:
-        if ix != &buf[0]:
-            free(ix)
+    cdef int nid = _sel_new(x, k, False, False, "pick_range")    # labelled pick_range (pickrange: its alias)
+    set_index_range(nid, s, e - s)
     return finish(finish_node(nid))
 
 # ---------------------------------------------------------------- batch elements
