@@ -1,5 +1,6 @@
 """The matrix product takes different code paths by size (our small-matrix
-loops up to 64x64, BLAS beyond; gemv/ger for one column, gemm otherwise):
+loops up to 64x64, BLAS beyond, our own kernels for float32 products with one
+small side; gemv/ger for one column, gemm otherwise):
 check every path, in float32 and float64, against numpy."""
 
 import numpy as np
@@ -18,6 +19,11 @@ SHAPES = [
     (7, 9, 3),
     (64, 64, 5),
     (130, 40, 2),
+    # float32 products with one small side past dyn's thresholds run through its own kernels
+    # (dyn/_core/cpu/_skinnygemm.h): forward A B, backward A^T B (tests/test_skinny_gemm.py)
+    (1030, 260, 5),
+    (4100, 260, 3),
+    (300, 230, 20),
 ]
 
 

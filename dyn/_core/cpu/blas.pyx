@@ -4,8 +4,17 @@
 Matrix-vector products and rank-1 updates of small matrices (the per-example
 shapes of dynamic graphs: 32x32 ... 64x64) run as plain compiled loops: at
 those sizes OpenBLAS's call overhead costs more than the arithmetic
-(_smallblas.h).
+(_smallblas.h). Float32 matrix products with one small side (a vocabulary's
+softmax over one sentence, an LSTM step over a small minibatch) run as
+register-blocked loops that read the large matrix in place (_skinnygemm.h):
+OpenBLAS packs the whole large matrix for each such call and runs its square
+kernel at a fraction of peak there. bench/gemm_shapes.py measures both paths
+shape by shape; the thresholds in _skinny below come from it.
 """
+from posix.time cimport timespec, clock_gettime, CLOCK_MONOTONIC
+cimport numpy as cnp
+
+cnp.import_array()
 from scipy.linalg.cython_blas cimport (
     sgemm, dgemm, sgemv, dgemv, sger, dger, saxpy, daxpy, sscal, dscal, sdot, ddot)
 
@@ -18,6 +27,11 @@ cdef extern from "_smallblas.h" nogil:
     void dyn_gemv_t_f64(int m, int n, double alpha, const double* A, int lda, const double* x, double beta,
                         double* y)
     void dyn_ger_f64(int m, int n, double alpha, const double* x, const double* y, double* A, int lda)
+cdef extern from "_skinnygemm.h" nogil:
+    void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                      float beta, float* C, int ldc)
+    void dyn_sgemm_tn(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                      float beta, float* C, int ldc)
     void dyn_vadd_f32(long n, const float* x, float* y)
     void dyn_vadd_f64(long n, const double* x, double* y)
 
@@ -25,12 +39,44 @@ cdef enum:
     SMALL = 64 * 64   # elements of a matrix below which our loops win
 
 
+cdef bint _skinny_on = True   # off only to measure OpenBLAS on the same shapes (_set_skinny)
+
+
+cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
+    """Which of _skinnygemm.h's kernels beats OpenBLAS on this float32 product
+    (1: A B, 2: A^T B, 0: neither), from bench/gemm_shapes.py's grid: OpenBLAS
+    wins on one or two columns of a matrix that fits in cache, and where the
+    small side is wide."""
+    cdef long size = <long>m * k
+    if not _skinny_on or tb != b'N' or n < 2:
+        return 0
+    if ta == b'N':
+        if n <= 3:
+            return 1 if size >= (1 << 20) else 0
+        if n <= 8:
+            return 1 if size >= (1 << 18) else 0
+        if n <= 32:
+            return 1 if size >= (1 << 16) and m >= 256 else 0
+        return 1 if n <= 48 and size >= (1 << 18) else 0
+    if n <= 3 or n > 16:
+        return 2 if n <= 24 and size >= (1 << 20) else 0
+    return 2 if size >= (1 << 18) else 0
+
+
 cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
                void* A, int lda, void* B, int ldb, double beta, void* C, int ldc) noexcept nogil:
     cdef float fa = alpha, fb = beta
+    cdef int which
     if m == 0 or n == 0:
         return
     if dtype == 0:
+        which = _skinny(ta, tb, m, n, k)
+        if which == 1:
+            dyn_sgemm_nn(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
+            return
+        if which == 2:
+            dyn_sgemm_tn(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
+            return
         sgemm(&ta, &tb, &m, &n, &k, &fa, <float*>A, &lda, <float*>B, &ldb, &fb, <float*>C, &ldc)
     else:
         dgemm(&ta, &tb, &m, &n, &k, &alpha, <double*>A, &lda, <double*>B, &ldb, &beta, <double*>C, &ldc)
@@ -134,3 +180,61 @@ cdef void outer_acc(int dtype, int m, int k, int nb, void* D, void* X, void* G) 
         ger(dtype, m, k, 1.0, D, X, G, m)
     else:
         gemm(dtype, b'N', b'T', m, k, nb, 1.0, D, m, X, k, 1.0, G, m)
+
+
+# ---------------------------------------------------------------- for tests and bench/gemm_shapes.py
+
+
+def _set_skinny(bint on):
+    """Route float32 products with one small side to _skinnygemm.h (on, the
+    default) or always to OpenBLAS; returns the previous setting."""
+    global _skinny_on
+    cdef bint old = _skinny_on
+    _skinny_on = on
+    return old
+
+
+def _skinny_path(str ta, str tb, int m, int n, int k):
+    """Which path a float32 product of these sizes takes: 'nn', 'tn' or 'blas'."""
+    return ("blas", "nn", "tn")[_skinny(ord(ta), ord(tb), m, n, k)]
+
+
+def _gemm(str path, str ta, cnp.ndarray A, cnp.ndarray B, double alpha, double beta, cnp.ndarray C,
+          int reps=1, dims=None):
+    """C = alpha op(A) B + beta C for float32 Fortran-ordered arrays through one
+    path: 'blas' (OpenBLAS), 'nn' or 'tn' (_skinnygemm.h), or 'auto' (gemm's
+    dispatch); repeated reps times, returns the seconds per call (timed in C).
+    dims = (m, n, k) multiplies the leading blocks of the arrays, whose first
+    dimensions are then the leading dimensions (lda > m and so on)."""
+    cdef int lda = A.shape[0], ldb = B.shape[0], ldc = C.shape[0]
+    cdef int m, n, k
+    cdef char cta = ord(ta)
+    cdef char ctb = b'N'
+    cdef float fa = alpha, fb = beta
+    cdef int r, kind
+    cdef timespec t0, t1
+    for X in (A, B, C):
+        if X.dtype != "float32" or not X.flags.f_contiguous or X.ndim != 2:
+            raise ValueError("_gemm: 2-d float32 Fortran-ordered arrays only")
+    m, n, k = dims if dims is not None else (C.shape[0], C.shape[1], B.shape[0])
+    rows, cols = (m, k) if ta == "N" else (k, m)
+    if not (0 < m <= C.shape[0] and 0 < n <= C.shape[1] and 0 < k <= B.shape[0] and n <= B.shape[1]
+            and rows <= A.shape[0] and cols <= A.shape[1]):
+        raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {ta} of arrays "
+                         f"{(<object>A).shape}, {(<object>B).shape}, {(<object>C).shape}")
+    kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2}[path]
+    if (kind == 1 and ta != "N") or (kind == 2 and ta != "T"):
+        raise ValueError(f"_gemm: path {path} is for op {'N' if kind == 1 else 'T'}")
+    clock_gettime(CLOCK_MONOTONIC, &t0)
+    for r in range(reps):
+        if kind == -1:
+            gemm(0, cta, ctb, m, n, k, alpha, A.data, lda, B.data, ldb, beta, C.data, ldc)
+        elif kind == 0:
+            sgemm(&cta, &ctb, &m, &n, &k, &fa, <float*>A.data, &lda, <float*>B.data, &ldb, &fb,
+                  <float*>C.data, &ldc)
+        elif kind == 1:
+            dyn_sgemm_nn(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
+        else:
+            dyn_sgemm_tn(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
+    clock_gettime(CLOCK_MONOTONIC, &t1)
+    return ((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9) / max(reps, 1)

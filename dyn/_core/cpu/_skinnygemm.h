@@ -1,0 +1,223 @@
+/* float32 matrix products with one small side, for dyn/_core/cpu/blas.pyx.
+ *
+ * A softmax over a vocabulary at minibatch 1 multiplies a 10k x 256 matrix
+ * by the 20-odd outputs of one sentence: C = W H (forward) and C = W^T D
+ * (backward to the hidden states). A general BLAS packs the whole large
+ * matrix into blocks for every such call, and its kernel, made for square
+ * shapes, then runs at a third to a half of the core's peak. These two
+ * kernels read the large matrix once, in place, with the small one held in
+ * cache; they are register-blocked so that every load feeds several fused
+ * multiply-adds. Compiled per instruction set (AVX-512, AVX2 with FMA,
+ * baseline) like dyn's other loops; the loader picks the best the machine
+ * has. Column-major storage, as BLAS's. The sums run in another order than
+ * BLAS's, so results agree with it to float rounding, not bit for bit.
+ *
+ * dyn_sgemm_nn: C = alpha A B + beta C, A m x k (m large), B k x n (n small).
+ * dyn_sgemm_tn: C = alpha A^T B + beta C, A k x m, B k x n (k large, n small).
+ * As in BLAS, beta = 0 writes C without reading it. */
+#ifndef DYN_SKINNYGEMM_H
+#define DYN_SKINNYGEMM_H
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define DYN_CLONES_SK __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#else
+#define DYN_CLONES_SK
+#endif
+
+/* sixteen floats: one AVX-512 register, two AVX2 ones, four SSE ones. The
+ * helpers taking and returning them are always inlined, so the note GCC gives
+ * on their calling convention without AVX-512 concerns no real call (GCC
+ * gives it where the clones are made, at the end of the including file, so
+ * the note stays off from here on). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float dyn_v16 __attribute__((vector_size(64)));
+typedef float dyn_v16u __attribute__((vector_size(64), aligned(4)));
+#define DYN_SK_INLINE static inline __attribute__((always_inline))
+
+DYN_SK_INLINE dyn_v16 dyn_sk_ld(const float* p) { return *(const dyn_v16u*)p; }
+DYN_SK_INLINE void dyn_sk_st(float* p, dyn_v16 x) { *(dyn_v16u*)p = x; }
+DYN_SK_INLINE float dyn_sk_hsum(dyn_v16 x) {
+    float s = 0;
+    for (int i = 0; i < 16; i++) s += x[i];
+    return s;
+}
+DYN_SK_INLINE void dyn_sk_out(float* c, float s, float alpha, float beta) {
+    *c = beta != 0 ? alpha * s + beta * *c : alpha * s;
+}
+
+/* ---------------------------------------------------------------- C = A^T B
+ * An NI x NJ block of C from columns of A and B (dot products along k): NI * NJ
+ * vector accumulators, NI + NJ loads feed NI * NJ multiply-adds. The inner
+ * dimension runs in chunks of DYN_SK_PC, so that the NI columns' chunk of A
+ * stays in the first-level cache while every column block of B passes over it;
+ * the accumulators are kept between chunks in acc (a small buffer, also in
+ * that cache). */
+#define DYN_SK_PC 1024
+
+DYN_SK_INLINE void dyn_sk_tn_chunk(int NI, int NJ, int p0, int p1, const float* A, int lda,
+                                   const float* B, int ldb, dyn_v16* acc) {
+    dyn_v16 s[4][5];
+    for (int a = 0; a < NI; a++)
+        for (int b = 0; b < NJ; b++) s[a][b] = acc[a * 5 + b];
+    for (int p = p0; p < p1; p += 16) {
+        dyn_v16 x[4], y[5];
+        for (int a = 0; a < NI; a++) x[a] = dyn_sk_ld(A + (long)a * lda + p);
+        for (int b = 0; b < NJ; b++) y[b] = dyn_sk_ld(B + (long)b * ldb + p);
+        for (int a = 0; a < NI; a++)
+            for (int b = 0; b < NJ; b++) s[a][b] += x[a] * y[b];
+    }
+    for (int a = 0; a < NI; a++)
+        for (int b = 0; b < NJ; b++) acc[a * 5 + b] = s[a][b];
+}
+
+#define DYN_SK_TN_CASES(NI)                                                              \
+    switch (nj) {                                                                        \
+    case 5: dyn_sk_tn_chunk(NI, 5, p0, p1, a, lda, b, ldb, acc); break;                  \
+    case 4: dyn_sk_tn_chunk(NI, 4, p0, p1, a, lda, b, ldb, acc); break;                  \
+    case 3: dyn_sk_tn_chunk(NI, 3, p0, p1, a, lda, b, ldb, acc); break;                  \
+    case 2: dyn_sk_tn_chunk(NI, 2, p0, p1, a, lda, b, ldb, acc); break;                  \
+    default: dyn_sk_tn_chunk(NI, 1, p0, p1, a, lda, b, ldb, acc); break;                 \
+    }
+
+/* column blocks of at most 5 (C = A^T B) or 6 (C = A B) over n columns, as even
+ * as they come: 7 columns as 4 + 3, not 6 + 1 (a block of one column feeds
+ * too few multiply-adds per load) */
+DYN_SK_INLINE int dyn_sk_split(int n, int w, int* start) {
+    int nb = (n + w - 1) / w;
+    for (int q = 0; q <= nb; q++) start[q] = (int)((long)n * q / nb);
+    return nb;
+}
+
+#define DYN_SK_GROUP 6   /* column blocks whose accumulators are kept at once */
+
+DYN_CLONES_SK static void dyn_sgemm_tn(int m, int n, int k, float alpha, const float* A, int lda,
+                                       const float* B, int ldb, float beta, float* C, int ldc) {
+    dyn_v16 accs[DYN_SK_GROUP][20];
+    int start[DYN_SK_GROUP * 5 + 1];
+    int kv = k / 16 * 16;   /* the rest of k is summed in scalars */
+    for (int j0 = 0; j0 < n; j0 += DYN_SK_GROUP * 5) {
+        int ng = n - j0 < DYN_SK_GROUP * 5 ? n - j0 : DYN_SK_GROUP * 5;
+        int nb = dyn_sk_split(ng, 5, start);
+        for (int i = 0; i < m; i += 4) {
+            int ni = m - i < 4 ? m - i : 4;
+            const float* a = A + (long)i * lda;
+            for (int q = 0; q < nb; q++)
+                for (int e = 0; e < 20; e++) accs[q][e] = (dyn_v16){0};
+            for (int p0 = 0; p0 < kv; p0 += DYN_SK_PC) {
+                int p1 = kv - p0 < DYN_SK_PC ? kv : p0 + DYN_SK_PC;
+                for (int q = 0; q < nb; q++) {
+                    int nj = start[q + 1] - start[q];
+                    const float* b = B + (long)(j0 + start[q]) * ldb;
+                    dyn_v16* acc = accs[q];
+                    switch (ni) {
+                    case 4: DYN_SK_TN_CASES(4) break;
+                    case 3: DYN_SK_TN_CASES(3) break;
+                    case 2: DYN_SK_TN_CASES(2) break;
+                    default: DYN_SK_TN_CASES(1) break;
+                    }
+                }
+            }
+            for (int q = 0; q < nb; q++)
+                for (int b = start[q]; b < start[q + 1]; b++)
+                    for (int x = 0; x < ni; x++) {
+                        const float* ax = a + (long)x * lda;
+                        const float* by = B + (long)(j0 + b) * ldb;
+                        float s = dyn_sk_hsum(accs[q][x * 5 + (b - start[q])]);
+                        for (int p = kv; p < k; p++) s += ax[p] * by[p];
+                        dyn_sk_out(C + i + x + (long)(j0 + b) * ldc, s, alpha, beta);
+                    }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- C = A B
+ * NR x 16 rows by NJ columns of C: per step of the inner dimension, NR vector
+ * loads of A's column and NJ broadcasts of B feed NR * NJ multiply-adds. The
+ * lines of the next row block's panel, pf (lines lo..hi of its NR, 0 for
+ * none), are fetched ahead: A's columns lie lda apart, too far apart for the
+ * hardware's stream prefetchers. */
+DYN_SK_INLINE void dyn_sk_nn_block(int NR, int NJ, int k, const float* A, int lda, const float* B,
+                                   int ldb, float* C, int ldc, float alpha, float beta,
+                                   const float* pf, int lo, int hi) {
+    dyn_v16 acc[4][6];
+    for (int a = 0; a < NR; a++)
+        for (int b = 0; b < NJ; b++) acc[a][b] = (dyn_v16){0};
+    for (int p = 0; p < k; p++) {
+        const float* ap = A + (long)p * lda;
+        if (pf)
+            for (int l = lo; l < hi; l++) __builtin_prefetch(pf + (long)p * lda + 16 * l, 0, 3);
+        dyn_v16 x[4];
+        for (int a = 0; a < NR; a++) x[a] = dyn_sk_ld(ap + 16 * a);
+        for (int b = 0; b < NJ; b++) {
+            float yb = B[p + (long)b * ldb];
+            for (int a = 0; a < NR; a++) acc[a][b] += x[a] * yb;
+        }
+    }
+    for (int b = 0; b < NJ; b++)
+        for (int a = 0; a < NR; a++) {
+            float* c = C + 16 * a + (long)b * ldc;
+            dyn_v16 r = acc[a][b] * alpha;
+            if (beta != 0) r += dyn_sk_ld(c) * beta;
+            dyn_sk_st(c, r);
+        }
+}
+
+#define DYN_SK_NN_CASES(NR)                                                                          \
+    switch (nj) {                                                                                    \
+    case 6: dyn_sk_nn_block(NR, 6, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;       \
+    case 5: dyn_sk_nn_block(NR, 5, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;       \
+    case 4: dyn_sk_nn_block(NR, 4, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;       \
+    case 3: dyn_sk_nn_block(NR, 3, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;       \
+    case 2: dyn_sk_nn_block(NR, 2, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;       \
+    default: dyn_sk_nn_block(NR, 1, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;      \
+    }
+
+DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const float* A, int lda,
+                                     const float* B, int ldb, float beta, float* C, int ldc, int* start) {
+    int nb = dyn_sk_split(n, 6, start);   /* the next panel's 4 lines are shared out among the blocks */
+    int i = 0;
+    for (; i + 64 <= m; i += 64) {
+        const float* a = A + i;
+        int next = i + 64 + 64 <= m;
+        for (int q = 0; q < nb; q++) {
+            int j = start[q], nj = start[q + 1] - j;
+            const float* b = B + (long)j * ldb;
+            float* c = C + i + (long)j * ldc;
+            int lo = q * 4 / nb, hi = (q + 1) * 4 / nb;
+            const float* pf = next && hi > lo ? a + 64 : 0;
+            DYN_SK_NN_CASES(4)
+        }
+    }
+    for (; i + 16 <= m; i += 16) {
+        const float* a = A + i;
+        const float* pf = 0;
+        int lo = 0, hi = 0;
+        for (int q = 0; q < nb; q++) {
+            int j = start[q], nj = start[q + 1] - j;
+            const float* b = B + (long)j * ldb;
+            float* c = C + i + (long)j * ldc;
+            DYN_SK_NN_CASES(1)
+        }
+    }
+    for (; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float s = 0;
+            for (int p = 0; p < k; p++) s += A[i + (long)p * lda] * B[p + (long)j * ldb];
+            dyn_sk_out(C + i + (long)j * ldc, s, alpha, beta);
+        }
+}
+
+DYN_CLONES_SK static void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda,
+                                       const float* B, int ldb, float beta, float* C, int ldc) {
+    int start[64];
+    for (int j0 = 0; j0 < n; j0 += 60) {   /* columns in groups of 60, blocks of at most 6 */
+        int ng = n - j0 < 60 ? n - j0 : 60;
+        dyn_sgemm_nn_cols(m, ng, k, alpha, A, lda, B + (long)j0 * ldb, ldb, beta, C + (long)j0 * ldc, ldc,
+                          start);
+    }
+}
+
+#endif
