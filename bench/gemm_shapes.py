@@ -1,12 +1,14 @@
 """float32 matrix products with one small side: dyn's register-blocked kernels against OpenBLAS.
 
-For each shape, C = A B (A m x k, B k x n) and C = A^T B (A k x m), both with beta = 1 as in a
-gradient's accumulation, run through OpenBLAS's sgemm and through dyn/_core/cpu/_skinnygemm.h,
-alternating, three rounds; the time of each is the median round, and ``ratio`` is OpenBLAS's
-time over dyn's (above 1: dyn's kernel is faster). ``auto`` is the path dyn's gemm takes for the
-shape (dyn/_core/cpu/blas.pyx's _skinny thresholds, which come from this grid). The shapes are
-those of the paper's tasks: a 10k softmax over a sentence's steps (n = its length), an LSTM
-step's gate product over a minibatch (n = its size), and smaller per-example layers.
+For each shape, C = A B (A m x k, B k x n), C = A^T B (A k x m) and C = A B^T (B n x k), all with
+beta = 1 as in a gradient's accumulation, run through OpenBLAS's sgemm and through
+dyn/_core/cpu/_skinnygemm.h, alternating, three rounds; the time of each is the median round,
+and ``ratio`` is OpenBLAS's time over dyn's (above 1: dyn's kernel is faster). ``auto`` is the
+path dyn's gemm takes for the shape (dyn/_core/cpu/blas.pyx's _skinny thresholds, which come
+from this grid). The shapes are those of the paper's tasks: a 10k softmax over a sentence's
+steps (n = its length), an LSTM step's gate product over a minibatch (n = its size), a
+Tree-LSTM's 640 x 256 gate matrix over a tree level, weight gradients from a batch of k
+columns, and smaller per-example layers.
 
     python bench/gemm_shapes.py [--time S] [--quick]
 """
@@ -20,38 +22,57 @@ import numpy as np  # noqa: E402
 
 from dyn._core.cpu import blas  # noqa: E402
 
-SHAPES = (
-    [(10000, 256, n) for n in (1, 2, 4, 8, 16, 22, 32, 48)]
-    + [(1024, 256, n) for n in (1, 2, 4, 8, 16, 24, 32, 64)]
-    + [(512, 128, n) for n in (1, 2, 4, 8, 16, 32)]
-    + [(256, 64, n) for n in (2, 4, 8, 16, 32)]
-    + [(128, 64, n) for n in (2, 4, 8, 16, 32)]
-    + [(64, 32, n) for n in (4, 16, 25)]
-)
-QUICK = [(10000, 256, 22), (1024, 256, 16), (256, 64, 8)]
+# (m, n, k) of C (m x n) = op(A) op(B), op(A) m x k
+SHAPES = {
+    # A B: the softmax's scores W h over a sentence's n steps; an LSTM step's gates over n examples
+    "NN": ([(10000, n, 256) for n in (1, 2, 4, 8, 16, 22, 32, 48)]
+           + [(1024, n, 256) for n in (1, 2, 4, 8, 16, 24, 32, 64)]
+           + [(640, n, 256) for n in (2, 4, 8, 16)]
+           + [(512, n, 128) for n in (1, 2, 4, 8, 16, 32)]
+           + [(256, n, 64) for n in (2, 4, 8, 16, 32)]
+           + [(128, n, 64) for n in (2, 4, 8, 16, 32)]
+           + [(64, n, 32) for n in (4, 16, 25)]),
+    # A^T B: the gradient reaching h through W (the long dimension is the inner one)
+    "TN": ([(256, n, 10000) for n in (1, 2, 4, 8, 16, 22, 32, 48)]
+           + [(256, n, 1024) for n in (1, 2, 4, 8, 16, 24, 32, 64)]
+           + [(256, n, 640) for n in (2, 4, 8, 16)]
+           + [(128, n, 512) for n in (1, 2, 4, 8, 16, 32)]
+           + [(64, n, 256) for n in (2, 4, 8, 16, 32)]
+           + [(64, n, 128) for n in (2, 4, 8, 16, 32)]
+           + [(32, n, 64) for n in (4, 16, 25)]),
+    # A B^T: a weight's gradient from a batch of k columns
+    "NT": ([(10000, 256, k) for k in (2, 4, 8, 16, 22, 32)]
+           + [(1024, 256, k) for k in (2, 4, 8, 16, 32, 64)]
+           + [(640, 256, k) for k in (2, 3, 4, 6, 8, 16)]
+           + [(512, 128, k) for k in (2, 4, 8, 16, 32)]
+           + [(256, 64, k) for k in (2, 4, 8, 16, 32)]
+           + [(128, 64, k) for k in (2, 4, 8, 16)]),
+}
+QUICK = {"NN": [(10000, 22, 256), (1024, 16, 256)], "TN": [(256, 22, 10000), (64, 8, 256)],
+         "NT": [(10000, 256, 22), (640, 256, 4)]}
 
 
-def timed(path, ta, A, B, C, budget):
+def timed(path, op, A, B, C, budget):
     """Seconds per call of one path, with enough calls to fill budget seconds."""
-    per = blas._gemm(path, ta, A, B, 1.0, 1.0, C, 1)
+    per = blas._gemm(path, op, A, B, 1.0, 1.0, C, 1)
     reps = max(1, int(budget / max(per, 1e-7)))
-    return blas._gemm(path, ta, A, B, 1.0, 1.0, C, reps)
+    return blas._gemm(path, op, A, B, 1.0, 1.0, C, reps)
 
 
-def compare(ta, m, k, n, budget, rng):
-    A = np.asfortranarray(rng.standard_normal((m, k) if ta == "N" else (k, m), dtype=np.float32))
-    B = np.asfortranarray(rng.standard_normal((k, n), dtype=np.float32))
+def compare(op, m, n, k, budget, rng):
+    A = np.asfortranarray(rng.standard_normal((m, k) if op[0] == "N" else (k, m), dtype=np.float32))
+    B = np.asfortranarray(rng.standard_normal((k, n) if op[1] == "N" else (n, k), dtype=np.float32))
     C0 = np.asfortranarray(rng.standard_normal((m, n), dtype=np.float32))
-    own = "nn" if ta == "N" else "tn"
+    own = op.lower()
     ref, got = C0.copy(order="F"), C0.copy(order="F")
-    blas._gemm("blas", ta, A, B, 1.0, 1.0, ref)
-    blas._gemm(own, ta, A, B, 1.0, 1.0, got)
+    blas._gemm("blas", op, A, B, 1.0, 1.0, ref)
+    blas._gemm(own, op, A, B, 1.0, 1.0, got)
     err = float(np.abs(ref - got).max() / max(np.abs(ref).max(), 1e-30))
     rounds = []
     C = C0.copy(order="F")
     for _ in range(3):
-        b = timed("blas", ta, A, B, C, budget)
-        d = timed(own, ta, A, B, C, budget)
+        b = timed("blas", op, A, B, C, budget)
+        d = timed(own, op, A, B, C, budget)
         rounds.append((b, d))
     b = sorted(r[0] for r in rounds)[1]
     d = sorted(r[1] for r in rounds)[1]
@@ -61,21 +82,18 @@ def compare(ta, m, k, n, budget, rng):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--time", type=float, default=0.05, help="seconds per path per round and shape")
-    p.add_argument("--quick", action="store_true", help="three shapes, short runs")
+    p.add_argument("--quick", action="store_true", help="two shapes per product, short runs")
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
     shapes = QUICK if args.quick else SHAPES
     budget = 0.01 if args.quick else args.time
-    print(f"{'op':4} {'m':>6} {'k':>6} {'n':>4}  {'OpenBLAS us':>11} {'dyn us':>9} {'ratio':>6}  "
+    print(f"{'op':4} {'m':>6} {'n':>4} {'k':>6}  {'OpenBLAS us':>11} {'dyn us':>9} {'ratio':>6}  "
           "auto  rel.err")
-    for ta in ("N", "T"):
-        for big, small, n in shapes:
-            # A B: the large matrix is m x k; A^T B: the long dimension is the inner one
-            m, k = (big, small) if ta == "N" else (small, big)
-            b, d, err = compare(ta, m, k, n, budget, rng)
-            auto = blas._skinny_path(ta, "N", m, n, k)
-            op = "AB" if ta == "N" else "AtB"
-            print(f"{op:4} {m:6d} {k:6d} {n:4d}  {b * 1e6:11.1f} {d * 1e6:9.1f} {b / d:6.2f}  "
+    for op in ("NN", "TN", "NT"):
+        for m, n, k in shapes[op]:
+            b, d, err = compare(op, m, n, k, budget, rng)
+            auto = blas._skinny_path(op, m, n, k)
+            print(f"{op:4} {m:6d} {n:4d} {k:6d}  {b * 1e6:11.1f} {d * 1e6:9.1f} {b / d:6.2f}  "
                   f"{auto:4}  {err:.1e}", flush=True)
 
 

@@ -1,105 +1,114 @@
 """The float32 products with one small side run through dyn's own kernels
 (dyn/_core/cpu/_skinnygemm.h) instead of OpenBLAS above some sizes: check the
-kernels against float64 numpy on every remainder of their blocking (rows past
-the 64- and 16-row blocks, columns past the 5- and 6-column blocks, inner
-lengths past the vector width and the 1024 chunk), on leading dimensions
-larger than the block, with alpha and beta, and that beta = 0 writes C without
-reading it (BLAS's contract: NaN there must not leak)."""
+kernels (A B, A^T B, A B^T) against float64 numpy on every remainder of their
+blocking (rows past the 64- and 16-row blocks, columns past the 5- and
+6-column blocks, inner lengths past the vector width and the 1024 chunk), on
+leading dimensions larger than the block, with alpha and beta, and that
+beta = 0 writes C without reading it (BLAS's contract: NaN there must not
+leak)."""
 
 import numpy as np
 import pytest
 
 from dyn._core.cpu import blas
 
+# (m, k, n) of C (m x n) = op(A) op(B), op(A) m x k
 NN_SHAPES = [(1, 1, 1), (15, 7, 3), (16, 1, 1), (63, 17, 5), (64, 16, 6), (65, 33, 7), (130, 40, 13),
              (200, 3, 31), (257, 64, 12), (333, 129, 61), (1030, 260, 5)]
 TN_SHAPES = [(1, 1, 1), (3, 15, 2), (4, 16, 5), (5, 17, 6), (7, 33, 11), (9, 1023, 4), (13, 1024, 9),
              (6, 1025, 31), (33, 2100, 3), (260, 1030, 5)]
+NT_SHAPES = [(1, 1, 1), (15, 3, 7), (16, 1, 6), (63, 5, 13), (64, 16, 64), (130, 7, 61), (257, 12, 67),
+             (1030, 9, 260)]
+SHAPES = {"NN": NN_SHAPES, "TN": TN_SHAPES, "NT": NT_SHAPES}
 
 
-def _case(ta, m, n, k, pad, seed):
+def _case(op, m, n, k, pad, seed):
     rng = np.random.default_rng(seed)
-    rows, cols = (m, k) if ta == "N" else (k, m)
-    A = np.asfortranarray(rng.standard_normal((rows + pad, cols), dtype=np.float32))
-    B = np.asfortranarray(rng.standard_normal((k + pad, n), dtype=np.float32))
+    ar, ac = (m, k) if op[0] == "N" else (k, m)
+    br, bc = (k, n) if op[1] == "N" else (n, k)
+    A = np.asfortranarray(rng.standard_normal((ar + pad, ac), dtype=np.float32))
+    B = np.asfortranarray(rng.standard_normal((br + pad, bc), dtype=np.float32))
     C = np.asfortranarray(rng.standard_normal((m + pad, n), dtype=np.float32))
     return A, B, C
 
 
-def _ref(ta, A, B, C, m, n, k, alpha, beta):
-    a = A[:m, :k] if ta == "N" else A[:k, :m].T
+def _ref(op, A, B, C, m, n, k, alpha, beta):
+    a = A[:m, :k] if op[0] == "N" else A[:k, :m].T
+    b = B[:k, :n] if op[1] == "N" else B[:n, :k].T
     out = C.astype(np.float64)
-    core = alpha * (a.astype(np.float64) @ B[:k, :n].astype(np.float64))
+    core = alpha * (a.astype(np.float64) @ b.astype(np.float64))
     out[:m, :n] = core + (beta * out[:m, :n] if beta != 0 else 0)
-    return out, np.abs(a).max() * np.abs(B[:k, :n]).max() * k
+    return out, np.abs(a).max() * np.abs(b).max() * k
 
 
-@pytest.mark.parametrize("ta,shapes", [("N", NN_SHAPES), ("T", TN_SHAPES)])
+@pytest.mark.parametrize("op", ["NN", "TN", "NT"])
 @pytest.mark.parametrize("pad", [0, 3])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
-def test_kernels_match_numpy(ta, shapes, pad, alpha, beta):
-    path = "nn" if ta == "N" else "tn"
-    for i, (m, k, n) in enumerate(shapes):
-        A, B, C = _case(ta, m, n, k, pad, seed=i)
-        want, scale = _ref(ta, A, B, C, m, n, k, alpha, beta)
+def test_kernels_match_numpy(op, pad, alpha, beta):
+    for i, (m, k, n) in enumerate(SHAPES[op]):
+        A, B, C = _case(op, m, n, k, pad, seed=i)
+        want, scale = _ref(op, A, B, C, m, n, k, alpha, beta)
         got = C.copy(order="F")
-        blas._gemm(path, ta, A, B, alpha, beta, got, dims=(m, n, k))
+        blas._gemm(op.lower(), op, A, B, alpha, beta, got, dims=(m, n, k))
         # rows past m (the padding of a larger leading dimension) are left as they were
         np.testing.assert_array_equal(got[m:], C[m:])
         np.testing.assert_allclose(got[:m], want[:m], rtol=1e-5, atol=2e-6 * scale,
-                                   err_msg=f"{path} m={m} k={k} n={n} pad={pad}")
+                                   err_msg=f"{op} m={m} k={k} n={n} pad={pad}")
 
 
-@pytest.mark.parametrize("ta,path", [("N", "nn"), ("T", "tn")])
-def test_beta_zero_does_not_read_c(ta, path):
-    m, k, n = (130, 40, 7) if ta == "N" else (9, 1030, 7)
-    A, B, C = _case(ta, m, n, k, 0, seed=1)
+@pytest.mark.parametrize("op", ["NN", "TN", "NT"])
+def test_beta_zero_does_not_read_c(op):
+    m, k, n = {"NN": (130, 40, 7), "TN": (9, 1030, 7), "NT": (130, 7, 40)}[op]
+    A, B, C = _case(op, m, n, k, 0, seed=1)
     C[:] = np.nan
-    blas._gemm(path, ta, A, B, 1.0, 0.0, C)
-    want, scale = _ref(ta, A, B, np.zeros_like(C), m, n, k, 1.0, 0.0)
+    blas._gemm(op.lower(), op, A, B, 1.0, 0.0, C)
+    want, scale = _ref(op, A, B, np.zeros_like(C), m, n, k, 1.0, 0.0)
     assert np.isfinite(C).all()
     np.testing.assert_allclose(C, want, rtol=1e-5, atol=2e-6 * scale)
 
 
 def test_nonfinite_inputs_propagate():
-    A, B, C = _case("N", 130, 7, 40, 0, seed=2)
+    A, B, C = _case("NN", 130, 7, 40, 0, seed=2)
     A[5, 3] = np.inf
     B[3, 0] = 0.0          # inf * 0 = nan in column 0, as BLAS gives
     B[3, 1] = 1.0
-    blas._gemm("nn", "N", A, B, 1.0, 0.0, C)
+    blas._gemm("nn", "NN", A, B, 1.0, 0.0, C)
     assert np.isnan(C[5, 0]) and C[5, 1] == np.inf
 
 
 def test_dispatch_agrees_with_openblas_on_the_tasks_shapes():
     """gemm's own choice ('auto') gives OpenBLAS's result to float rounding on
     the shapes where it picks the kernels (a 10k softmax over a sentence, an
-    LSTM step over a small minibatch) and on shapes where it keeps OpenBLAS."""
-    for ta, (big, small, n), expect in [("N", (10000, 256, 22), "nn"), ("T", (10000, 256, 22), "tn"),
-                                        ("N", (1024, 256, 16), "nn"), ("T", (1024, 256, 8), "tn"),
-                                        ("N", (128, 64, 8), "blas"), ("T", (128, 64, 8), "blas")]:
-        m, k = (big, small) if ta == "N" else (small, big)
-        assert blas._skinny_path(ta, "N", m, n, k) == expect
-        A, B, C = _case(ta, m, n, k, 0, seed=3)
+    LSTM step over a small minibatch and its weight gradient) and on shapes
+    where it keeps OpenBLAS."""
+    for op, (m, n, k), expect in [("NN", (10000, 22, 256), "nn"), ("TN", (256, 22, 10000), "tn"),
+                                  ("NN", (1024, 16, 256), "nn"), ("TN", (256, 8, 1024), "tn"),
+                                  ("NT", (1024, 256, 8), "nt"), ("NT", (640, 256, 4), "blas"),
+                                  ("NN", (128, 8, 64), "blas"), ("TN", (64, 8, 128), "blas")]:
+        assert blas._skinny_path(op, m, n, k) == expect
+        A, B, C = _case(op, m, n, k, 0, seed=3)
         auto, ref = C.copy(order="F"), C.copy(order="F")
-        blas._gemm("auto", ta, A, B, 1.0, 1.0, auto)
-        blas._gemm("blas", ta, A, B, 1.0, 1.0, ref)
+        blas._gemm("auto", op, A, B, 1.0, 1.0, auto)
+        blas._gemm("blas", op, A, B, 1.0, 1.0, ref)
         np.testing.assert_allclose(auto, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
 def test_switch_routes_everything_to_openblas():
     old = blas._set_skinny(False)
     try:
-        assert blas._skinny_path("N", "N", 10000, 22, 256) == "blas"
+        assert blas._skinny_path("NN", 10000, 22, 256) == "blas"
     finally:
         blas._set_skinny(old)
-    assert blas._skinny_path("N", "N", 10000, 22, 256) == "nn"
+    assert blas._skinny_path("NN", 10000, 22, 256) == "nn"
 
 
 def test_bad_calls_raise():
-    A, B, C = _case("N", 20, 3, 10, 0, seed=4)
+    A, B, C = _case("NN", 20, 3, 10, 0, seed=4)
     with pytest.raises(ValueError, match="float32 Fortran"):
-        blas._gemm("nn", "N", np.ascontiguousarray(A[:, :5]), B, 1.0, 0.0, C)
+        blas._gemm("nn", "NN", np.ascontiguousarray(A[:, :5]), B, 1.0, 0.0, C)
     with pytest.raises(ValueError, match="do not fit"):
-        blas._gemm("nn", "N", A, B, 1.0, 0.0, C, dims=(21, 3, 10))
+        blas._gemm("nn", "NN", A, B, 1.0, 0.0, C, dims=(21, 3, 10))
     with pytest.raises(ValueError, match="is for op"):
-        blas._gemm("tn", "N", A, B, 1.0, 0.0, C)
+        blas._gemm("tn", "NN", A, B, 1.0, 0.0, C)
+    with pytest.raises(ValueError, match="not one of"):
+        blas._gemm("nn", "TT", A, B, 1.0, 0.0, C)

@@ -14,6 +14,7 @@
  *
  * dyn_sgemm_nn: C = alpha A B + beta C, A m x k (m large), B k x n (n small).
  * dyn_sgemm_tn: C = alpha A^T B + beta C, A k x m, B k x n (k large, n small).
+ * dyn_sgemm_nt: C = alpha A B^T + beta C, A m x k, B n x k (k small).
  * As in BLAS, beta = 0 writes C without reading it. */
 #ifndef DYN_SKINNYGEMM_H
 #define DYN_SKINNYGEMM_H
@@ -133,14 +134,16 @@ DYN_CLONES_SK static void dyn_sgemm_tn(int m, int n, int k, float alpha, const f
     }
 }
 
-/* ---------------------------------------------------------------- C = A B
+/* ---------------------------------------------------------------- C = A B, C = A B^T
  * NR x 16 rows by NJ columns of C: per step of the inner dimension, NR vector
- * loads of A's column and NJ broadcasts of B feed NR * NJ multiply-adds. The
+ * loads of A's column and NJ broadcasts of B's entries feed NR * NJ
+ * multiply-adds. B's entry (p, j) is at B[p rb + j cb]: rb = 1, cb = ldb for
+ * B, rb = ldb, cb = 1 for B^T (a broadcast reads one float either way). The
  * lines of the next row block's panel, pf (lines lo..hi of its NR, 0 for
  * none), are fetched ahead: A's columns lie lda apart, too far apart for the
  * hardware's stream prefetchers. */
 DYN_SK_INLINE void dyn_sk_nn_block(int NR, int NJ, int k, const float* A, int lda, const float* B,
-                                   int ldb, float* C, int ldc, float alpha, float beta,
+                                   long rb, long cb, float* C, int ldc, float alpha, float beta,
                                    const float* pf, int lo, int hi) {
     dyn_v16 acc[4][6];
     for (int a = 0; a < NR; a++)
@@ -152,7 +155,7 @@ DYN_SK_INLINE void dyn_sk_nn_block(int NR, int NJ, int k, const float* A, int ld
         dyn_v16 x[4];
         for (int a = 0; a < NR; a++) x[a] = dyn_sk_ld(ap + 16 * a);
         for (int b = 0; b < NJ; b++) {
-            float yb = B[p + (long)b * ldb];
+            float yb = B[p * rb + b * cb];
             for (int a = 0; a < NR; a++) acc[a][b] += x[a] * yb;
         }
     }
@@ -165,18 +168,19 @@ DYN_SK_INLINE void dyn_sk_nn_block(int NR, int NJ, int k, const float* A, int ld
         }
 }
 
-#define DYN_SK_NN_CASES(NR)                                                                          \
-    switch (nj) {                                                                                    \
-    case 6: dyn_sk_nn_block(NR, 6, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;       \
-    case 5: dyn_sk_nn_block(NR, 5, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;       \
-    case 4: dyn_sk_nn_block(NR, 4, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;       \
-    case 3: dyn_sk_nn_block(NR, 3, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;       \
-    case 2: dyn_sk_nn_block(NR, 2, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;       \
-    default: dyn_sk_nn_block(NR, 1, k, a, lda, b, ldb, c, ldc, alpha, beta, pf, lo, hi); break;      \
+#define DYN_SK_NN_CASES(NR)                                                                        \
+    switch (nj) {                                                                                  \
+    case 6: dyn_sk_nn_block(NR, 6, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
+    case 5: dyn_sk_nn_block(NR, 5, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
+    case 4: dyn_sk_nn_block(NR, 4, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
+    case 3: dyn_sk_nn_block(NR, 3, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
+    case 2: dyn_sk_nn_block(NR, 2, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
+    default: dyn_sk_nn_block(NR, 1, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break; \
     }
 
 DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const float* A, int lda,
-                                     const float* B, int ldb, float beta, float* C, int ldc, int* start) {
+                                     const float* B, long rb, long cb, float beta, float* C, int ldc,
+                                     int* start) {
     int nb = dyn_sk_split(n, 6, start);   /* the next panel's 4 lines are shared out among the blocks */
     int i = 0;
     for (; i + 64 <= m; i += 64) {
@@ -184,7 +188,7 @@ DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const flo
         int next = i + 64 + 64 <= m;
         for (int q = 0; q < nb; q++) {
             int j = start[q], nj = start[q + 1] - j;
-            const float* b = B + (long)j * ldb;
+            const float* b = B + j * cb;
             float* c = C + i + (long)j * ldc;
             int lo = q * 4 / nb, hi = (q + 1) * 4 / nb;
             const float* pf = next && hi > lo ? a + 64 : 0;
@@ -197,7 +201,7 @@ DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const flo
         int lo = 0, hi = 0;
         for (int q = 0; q < nb; q++) {
             int j = start[q], nj = start[q + 1] - j;
-            const float* b = B + (long)j * ldb;
+            const float* b = B + j * cb;
             float* c = C + i + (long)j * ldc;
             DYN_SK_NN_CASES(1)
         }
@@ -205,19 +209,31 @@ DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const flo
     for (; i < m; i++)
         for (int j = 0; j < n; j++) {
             float s = 0;
-            for (int p = 0; p < k; p++) s += A[i + (long)p * lda] * B[p + (long)j * ldb];
+            for (int p = 0; p < k; p++) s += A[i + (long)p * lda] * B[p * rb + j * cb];
             dyn_sk_out(C + i + (long)j * ldc, s, alpha, beta);
         }
 }
 
-DYN_CLONES_SK static void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda,
-                                       const float* B, int ldb, float beta, float* C, int ldc) {
+DYN_SK_INLINE void dyn_sgemm_nx(int m, int n, int k, float alpha, const float* A, int lda,
+                                const float* B, long rb, long cb, float beta, float* C, int ldc) {
     int start[64];
     for (int j0 = 0; j0 < n; j0 += 60) {   /* columns in groups of 60, blocks of at most 6 */
         int ng = n - j0 < 60 ? n - j0 : 60;
-        dyn_sgemm_nn_cols(m, ng, k, alpha, A, lda, B + (long)j0 * ldb, ldb, beta, C + (long)j0 * ldc, ldc,
+        dyn_sgemm_nn_cols(m, ng, k, alpha, A, lda, B + j0 * cb, rb, cb, beta, C + (long)j0 * ldc, ldc,
                           start);
     }
+}
+
+DYN_CLONES_SK static void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda,
+                                       const float* B, int ldb, float beta, float* C, int ldc) {
+    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, 1, ldb, beta, C, ldc);
+}
+
+/* C = alpha A B^T + beta C, A m x k, B n x k: a weight's gradient from a batch
+ * of k columns (k small), C large */
+DYN_CLONES_SK static void dyn_sgemm_nt(int m, int n, int k, float alpha, const float* A, int lda,
+                                       const float* B, int ldb, float beta, float* C, int ldc) {
+    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, ldb, 1, beta, C, ldc);
 }
 
 #endif

@@ -5,10 +5,12 @@ Matrix-vector products and rank-1 updates of small matrices (the per-example
 shapes of dynamic graphs: 32x32 ... 64x64) run as plain compiled loops: at
 those sizes OpenBLAS's call overhead costs more than the arithmetic
 (_smallblas.h). Float32 matrix products with one small side (a vocabulary's
-softmax over one sentence, an LSTM step over a small minibatch) run as
+softmax over one sentence, an LSTM step over a small minibatch, a tree level's
+gates, an LSTM weight's gradient over a small minibatch) run as
 register-blocked loops that read the large matrix in place (_skinnygemm.h):
-OpenBLAS packs the whole large matrix for each such call and runs its square
-kernel at a fraction of peak there. bench/gemm_shapes.py measures both paths
+past its small-matrix kernel (10^6 multiply-adds), OpenBLAS packs the whole
+large matrix for each such call and runs its square kernel at a fraction of
+peak there. bench/gemm_shapes.py measures both paths
 shape by shape; the thresholds in _skinny below come from it.
 """
 from posix.time cimport timespec, clock_gettime, CLOCK_MONOTONIC
@@ -32,6 +34,8 @@ cdef extern from "_skinnygemm.h" nogil:
                       float beta, float* C, int ldc)
     void dyn_sgemm_tn(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
+    void dyn_sgemm_nt(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                      float beta, float* C, int ldc)
     void dyn_vadd_f32(long n, const float* x, float* y)
     void dyn_vadd_f64(long n, const double* x, double* y)
 
@@ -44,23 +48,25 @@ cdef bint _skinny_on = True   # off only to measure OpenBLAS on the same shapes 
 
 cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
     """Which of _skinnygemm.h's kernels beats OpenBLAS on this float32 product
-    (1: A B, 2: A^T B, 0: neither), from bench/gemm_shapes.py's grid: OpenBLAS
-    wins on one or two columns of a matrix that fits in cache, and where the
-    small side is wide."""
+    (1: A B, 2: A^T B, 3: A B^T, 0: none), from bench/gemm_shapes.py's grid.
+    OpenBLAS keeps products of up to 10^6 multiply-adds, where its small-matrix
+    kernel (no packing) is as fast as ours or faster, and products whose small
+    side is wide, where its packing pays; ours take the ones between."""
     cdef long size = <long>m * k
-    if not _skinny_on or tb != b'N' or n < 2:
+    cdef long mnk = size * n
+    if not _skinny_on:
+        return 0
+    if tb == b'T':     # A B^T, k small: a weight's gradient over a batch (an LSTM's 1024 x 256 at 4-16)
+        return 3 if ta == b'N' and 4 <= k <= 16 and (1 << 18) <= <long>m * n <= (1 << 20) else 0
+    if n < 2:
         return 0
     if ta == b'N':
-        if n <= 3:
-            return 1 if size >= (1 << 20) else 0
-        if n <= 8:
-            return 1 if size >= (1 << 18) else 0
         if n <= 32:
-            return 1 if size >= (1 << 16) and m >= 256 else 0
+            return 1 if mnk > 1000000 and m >= 256 and size >= (1 << 16) else 0
         return 1 if n <= 48 and size >= (1 << 18) else 0
-    if n <= 3 or n > 16:
-        return 2 if n <= 24 and size >= (1 << 20) else 0
-    return 2 if size >= (1 << 18) else 0
+    if n <= 16:
+        return 2 if mnk > 1000000 and m >= 128 and size >= (1 << 16) else 0
+    return 2 if n <= 24 and size >= (1 << 20) else 0
 
 
 cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
@@ -76,6 +82,9 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
             return
         if which == 2:
             dyn_sgemm_tn(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
+            return
+        if which == 3:
+            dyn_sgemm_nt(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
             return
         sgemm(&ta, &tb, &m, &n, &k, &fa, <float*>A, &lda, <float*>B, &ldb, &fb, <float*>C, &ldc)
     else:
@@ -194,37 +203,42 @@ def _set_skinny(bint on):
     return old
 
 
-def _skinny_path(str ta, str tb, int m, int n, int k):
-    """Which path a float32 product of these sizes takes: 'nn', 'tn' or 'blas'."""
-    return ("blas", "nn", "tn")[_skinny(ord(ta), ord(tb), m, n, k)]
+def _skinny_path(str op, int m, int n, int k):
+    """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' or 'blas'
+    (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T)."""
+    return ("blas", "nn", "tn", "nt")[_skinny(ord(op[0]), ord(op[1]), m, n, k)]
 
 
-def _gemm(str path, str ta, cnp.ndarray A, cnp.ndarray B, double alpha, double beta, cnp.ndarray C,
+def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double beta, cnp.ndarray C,
           int reps=1, dims=None):
-    """C = alpha op(A) B + beta C for float32 Fortran-ordered arrays through one
-    path: 'blas' (OpenBLAS), 'nn' or 'tn' (_skinnygemm.h), or 'auto' (gemm's
-    dispatch); repeated reps times, returns the seconds per call (timed in C).
-    dims = (m, n, k) multiplies the leading blocks of the arrays, whose first
-    dimensions are then the leading dimensions (lda > m and so on)."""
+    """C = alpha op(A) op(B) + beta C for float32 Fortran-ordered arrays (op: 'NN',
+    'TN' or 'NT') through one path: 'blas' (OpenBLAS), 'nn', 'tn' or 'nt'
+    (_skinnygemm.h, for its op), or 'auto' (gemm's dispatch); repeated reps
+    times, returns the seconds per call (timed in C). dims = (m, n, k)
+    multiplies the leading blocks of the arrays, whose first dimensions are then
+    the leading dimensions (lda > m and so on)."""
     cdef int lda = A.shape[0], ldb = B.shape[0], ldc = C.shape[0]
     cdef int m, n, k
-    cdef char cta = ord(ta)
-    cdef char ctb = b'N'
+    cdef char cta, ctb
     cdef float fa = alpha, fb = beta
     cdef int r, kind
     cdef timespec t0, t1
+    if op not in ("NN", "TN", "NT"):
+        raise ValueError(f"_gemm: op {op!r} is not one of NN, TN, NT")
+    cta, ctb = ord(op[0]), ord(op[1])
     for X in (A, B, C):
         if X.dtype != "float32" or not X.flags.f_contiguous or X.ndim != 2:
             raise ValueError("_gemm: 2-d float32 Fortran-ordered arrays only")
-    m, n, k = dims if dims is not None else (C.shape[0], C.shape[1], B.shape[0])
-    rows, cols = (m, k) if ta == "N" else (k, m)
-    if not (0 < m <= C.shape[0] and 0 < n <= C.shape[1] and 0 < k <= B.shape[0] and n <= B.shape[1]
-            and rows <= A.shape[0] and cols <= A.shape[1]):
-        raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {ta} of arrays "
+    m, n, k = dims if dims is not None else (C.shape[0], C.shape[1], A.shape[1] if op[0] == "N" else A.shape[0])
+    arows, acols = (m, k) if op[0] == "N" else (k, m)
+    brows, bcols = (k, n) if op[1] == "N" else (n, k)
+    if not (0 < m <= C.shape[0] and 0 < n <= C.shape[1] and 0 < k and arows <= A.shape[0]
+            and acols <= A.shape[1] and brows <= B.shape[0] and bcols <= B.shape[1]):
+        raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {op} of arrays "
                          f"{(<object>A).shape}, {(<object>B).shape}, {(<object>C).shape}")
-    kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2}[path]
-    if (kind == 1 and ta != "N") or (kind == 2 and ta != "T"):
-        raise ValueError(f"_gemm: path {path} is for op {'N' if kind == 1 else 'T'}")
+    kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3}[path]
+    if kind > 0 and path.upper() != op:
+        raise ValueError(f"_gemm: path {path} is for op {path.upper()}, not {op}")
     clock_gettime(CLOCK_MONOTONIC, &t0)
     for r in range(reps):
         if kind == -1:
@@ -234,7 +248,9 @@ def _gemm(str path, str ta, cnp.ndarray A, cnp.ndarray B, double alpha, double b
                   <float*>C.data, &ldc)
         elif kind == 1:
             dyn_sgemm_nn(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
-        else:
+        elif kind == 2:
             dyn_sgemm_tn(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
+        else:
+            dyn_sgemm_nt(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
     clock_gettime(CLOCK_MONOTONIC, &t1)
     return ((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9) / max(reps, 1)
