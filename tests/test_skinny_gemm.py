@@ -93,6 +93,22 @@ def test_dispatch_agrees_with_openblas_on_the_tasks_shapes():
         np.testing.assert_allclose(auto, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
+@pytest.mark.parametrize("beta", [0.0, 1.0, 0.5])
+def test_softmax_weight_gradient_computed_transposed(beta):
+    """G += D X^T for a 10k-row G over 1,000 tokens and more runs as T = X D^T
+    and G = beta G + T^T (dyn_add_transposed, in 32 x 32 tiles): the same
+    values as OpenBLAS's direct product, rows and columns past the tiles
+    included, and the leading dimension of G honoured."""
+    m, n, k = 8200, 70, 1030
+    assert blas._skinny_path("NT", m, n, k) == "nt-transposed"
+    A, B, C = _case("NT", m, n, k, 5, seed=5)
+    got, ref = C.copy(order="F"), C.copy(order="F")
+    blas._gemm("auto", "NT", A, B, 0.7, beta, got, dims=(m, n, k))
+    blas._gemm("blas", "NT", A, B, 0.7, beta, ref, dims=(m, n, k))
+    np.testing.assert_array_equal(got[m:], C[m:])
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
 def test_switch_routes_everything_to_openblas():
     old = blas._set_skinny(False)
     try:

@@ -15,6 +15,7 @@
  * dyn_sgemm_nn: C = alpha A B + beta C, A m x k (m large), B k x n (n small).
  * dyn_sgemm_tn: C = alpha A^T B + beta C, A k x m, B k x n (k large, n small).
  * dyn_sgemm_nt: C = alpha A B^T + beta C, A m x k, B n x k (k small).
+ * dyn_add_transposed: C = beta C + T^T (the end of a product computed transposed).
  * As in BLAS, beta = 0 writes C without reading it. */
 #ifndef DYN_SKINNYGEMM_H
 #define DYN_SKINNYGEMM_H
@@ -234,6 +235,30 @@ DYN_CLONES_SK static void dyn_sgemm_nn(int m, int n, int k, float alpha, const f
 DYN_CLONES_SK static void dyn_sgemm_nt(int m, int n, int k, float alpha, const float* A, int lda,
                                        const float* B, int ldb, float beta, float* C, int ldc) {
     dyn_sgemm_nx(m, n, k, alpha, A, lda, B, ldb, 1, beta, C, ldc);
+}
+
+
+/* C (m x n, ld ldc) = beta C + T^T for T n x m (ld n): the last step of a
+ * product computed transposed (blas.pyx). In 32 x 32 tiles, so that both
+ * matrices are read along their columns a cache line at a time. */
+DYN_CLONES_SK static void dyn_add_transposed(int m, int n, const float* restrict T, float beta,
+                                             float* restrict C, int ldc) {
+    for (int j0 = 0; j0 < n; j0 += 32) {
+        int j1 = j0 + 32 < n ? j0 + 32 : n;
+        for (int i0 = 0; i0 < m; i0 += 32) {
+            int i1 = i0 + 32 < m ? i0 + 32 : m;
+            for (int j = j0; j < j1; j++) {
+                float* c = C + (long)j * ldc;
+                const float* t = T + j;
+                if (beta == 0)
+                    for (int i = i0; i < i1; i++) c[i] = t[(long)i * n];
+                else if (beta == 1)
+                    for (int i = i0; i < i1; i++) c[i] += t[(long)i * n];
+                else
+                    for (int i = i0; i < i1; i++) c[i] = beta * c[i] + t[(long)i * n];
+            }
+        }
+    }
 }
 
 #endif
