@@ -18,10 +18,10 @@ shape by shape; the thresholds in _skinny below come from it.
 from posix.time cimport timespec, clock_gettime, CLOCK_MONOTONIC
 from libc.stdlib cimport malloc, free
 cimport numpy as cnp
-
-cnp.import_array()
 from scipy.linalg.cython_blas cimport (
     sgemm, dgemm, sgemv, dgemv, sger, dger, saxpy, daxpy, sscal, dscal, sdot, ddot)
+
+cnp.import_array()
 
 cdef extern from "_smallblas.h" nogil:
     void dyn_gemv_n_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
@@ -232,7 +232,8 @@ def _set_skinny(bint on):
 
 
 def _skinny_path(str op, int m, int n, int k):
-    """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' or 'blas'
+    """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' (dyn's
+    kernels), 'nt-transposed' (OpenBLAS on the transposed product) or 'blas'
     (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T)."""
     return ("blas", "nn", "tn", "nt", "nt-transposed")[_skinny(ord(op[0]), ord(op[1]), m, n, k)]
 
