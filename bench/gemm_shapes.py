@@ -23,23 +23,19 @@ import numpy as np  # noqa: E402
 from dyn._core.cpu import blas  # noqa: E402
 
 # (m, n, k) of C (m x n) = op(A) op(B), op(A) m x k
+# A B: the softmax's scores W h over a sentence's n steps; an LSTM step's gates over n examples
+_NN = ([(10000, n, 256) for n in (1, 2, 4, 8, 16, 22, 32, 48)]
+       + [(1024, n, 256) for n in (1, 2, 4, 8, 16, 24, 32, 64)]
+       + [(640, n, 256) for n in (2, 4, 8, 16)]
+       + [(512, n, 128) for n in (1, 2, 4, 8, 16, 32)]
+       + [(256, n, 64) for n in (2, 4, 8, 16, 32)]
+       + [(128, n, 64) for n in (2, 4, 8, 16, 32)]
+       + [(64, n, 32) for n in (4, 16, 25)])
 SHAPES = {
-    # A B: the softmax's scores W h over a sentence's n steps; an LSTM step's gates over n examples
-    "NN": ([(10000, n, 256) for n in (1, 2, 4, 8, 16, 22, 32, 48)]
-           + [(1024, n, 256) for n in (1, 2, 4, 8, 16, 24, 32, 64)]
-           + [(640, n, 256) for n in (2, 4, 8, 16)]
-           + [(512, n, 128) for n in (1, 2, 4, 8, 16, 32)]
-           + [(256, n, 64) for n in (2, 4, 8, 16, 32)]
-           + [(128, n, 64) for n in (2, 4, 8, 16, 32)]
-           + [(64, n, 32) for n in (4, 16, 25)]),
-    # A^T B: the gradient reaching h through W (the long dimension is the inner one)
-    "TN": ([(256, n, 10000) for n in (1, 2, 4, 8, 16, 22, 32, 48)]
-           + [(256, n, 1024) for n in (1, 2, 4, 8, 16, 24, 32, 64)]
-           + [(256, n, 640) for n in (2, 4, 8, 16)]
-           + [(128, n, 512) for n in (1, 2, 4, 8, 16, 32)]
-           + [(64, n, 256) for n in (2, 4, 8, 16, 32)]
-           + [(64, n, 128) for n in (2, 4, 8, 16, 32)]
-           + [(32, n, 64) for n in (4, 16, 25)]),
+    "NN": _NN,
+    # A^T B over the same matrices: the gradient reaching h through W (the long dimension is
+    # the inner one)
+    "TN": [(k, n, m) for m, n, k in _NN],
     # A B^T: a weight's gradient from a batch of k columns
     "NT": ([(10000, 256, k) for k in (2, 4, 8, 16, 22, 32)]
            + [(1024, 256, k) for k in (2, 4, 8, 16, 32, 64)]

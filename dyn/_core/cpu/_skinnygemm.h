@@ -4,8 +4,8 @@
  * by the 20-odd outputs of one sentence: C = W H (forward) and C = W^T D
  * (backward to the hidden states). A general BLAS packs the whole large
  * matrix into blocks for every such call, and its kernel, made for square
- * shapes, then runs at a third to a half of the core's peak. These two
- * kernels read the large matrix once, in place, with the small one held in
+ * shapes, then runs at a third to a half of the core's peak. The kernels
+ * here read the large matrix once, in place, with the small one held in
  * cache; they are register-blocked so that every load feeds several fused
  * multiply-adds. Compiled per instruction set (AVX-512, AVX2 with FMA,
  * baseline) like dyn's other loops; the loader picks the best the machine
@@ -236,7 +236,6 @@ DYN_CLONES_SK static void dyn_sgemm_nt(int m, int n, int k, float alpha, const f
                                        const float* B, int ldb, float beta, float* C, int ldc) {
     dyn_sgemm_nx(m, n, k, alpha, A, lda, B, ldb, 1, beta, C, ldc);
 }
-
 
 /* C (m x n, ld ldc) = beta C + T^T for T n x m (ld n): the last step of a
  * product computed transposed (blas.pyx). In 32 x 32 tiles, so that both
