@@ -55,10 +55,10 @@ from libc.string cimport memcpy, memset, memcmp
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, ABSpec, cg, arg, dim_total, run_fwd, run_bwd, arena_alloc, arena_reserve, mark_live, node_backward,
-    raise_kernel_error, exec_node, check_finite, round_up, seed_backward, ab_spec, set_autobatch_engine, node_desc,
+    raise_kernel_error, exec_node, check_finite, round_up, seed_backward, mark_fresh, ab_spec, set_autobatch_engine, node_desc,
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_AUXHEAD, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT,
     ABA_SHARE, ABA_CATAUX,
-    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS, MAX_ELEMS, DEV_CPU)
+    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS, F_GFRESH, MAX_ELEMS, DEV_CPU)
 import numpy as np
 
 
@@ -843,6 +843,7 @@ cdef int _ab_backward(int nid, bint full) except -1:
     cdef Graph* g = cg()
     cdef int i, j, u, bi, isz = g.itemsize, r
     cdef long need = 0, o
+    cdef size_t zoff
     cdef Node* n
     cdef Node* P
     cdef Batch* B
@@ -882,13 +883,19 @@ cdef int _ab_backward(int nid, bint full) except -1:
             if blive[bi]:
                 need += round_up(<size_t>BT[bi].total * isz) + _temp_bytes(&BT[bi], isz)
         arena_reserve(&g.dx, need)
+        if mark_fresh(nid, live, inb):   # the fresh gradients first, then what is zeroed
+            for i in range(nid):
+                n = &g.nodes[i]
+                if n.flags & F_GFRESH:
+                    n.g = arena_alloc(&g.dx, <size_t>dim_total(&n.dim) * isz)
+        zoff = g.dx.used
         for i in range(g.n):
             n = &g.nodes[i]
             if i > nid or inb[i] >= 0 or not live[i]:
                 n.g = NULL
             elif n.flags & F_PGRAD:
                 n.g = n.gptr
-            else:
+            elif not (n.flags & F_GFRESH):
                 n.g = arena_alloc(&g.dx, <size_t>dim_total(&n.dim) * isz)
         for bi in range(nbt):
             if not blive[bi]:
@@ -905,7 +912,7 @@ cdef int _ab_backward(int nid, bint full) except -1:
                     o += dim_total(&P.dim)
                 else:                   # a member cg_revert dropped: same Dim as the others
                     o += B.total // B.m
-        if not seed_backward(nid, live):
+        if not seed_backward(nid, live, zoff):
             return 0
         for r in range(nlog - 1, -1, -1):
             u = LOG[r]

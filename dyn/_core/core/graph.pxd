@@ -22,6 +22,7 @@ cdef enum:
     F_FIXED = 16      # value memory set at creation (parameter pool), not the arena
     F_AB = 32         # computed inside an automatic batch: its aux belongs to the batch
     F_PTRS = 64       # a batch's argument given per member: v and g are arrays of element pointers
+    F_GFRESH = 128    # gradient memory not zeroed: its one consumer's backward writes it (see mark_fresh)
 
 ctypedef struct Dim:
     int d[7]
@@ -220,7 +221,9 @@ cdef str node_desc(int nid)
 cdef int forward_to(int nid) except -1
 cdef int backward_from(int nid, bint full) except -1
 cdef void mark_live(int nid, bint full, unsigned char* live) noexcept
-cdef bint seed_backward(int nid, const unsigned char* live) noexcept
+cdef bint seed_backward(int nid, const unsigned char* live, size_t zoff) noexcept
+cdef int mark_fresh(int nid, const unsigned char* live, const int* inb) except -1
+cdef int set_bwd_overwrites(int op, int device) except -1
 cdef void node_backward(int i, const unsigned char* live) noexcept
 cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL
 cdef int arena_reserve(Arena* a, size_t nbytes) except -1

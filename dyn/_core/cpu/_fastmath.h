@@ -105,4 +105,10 @@ DYN_CLONES_FM static void dyn_softmax_acc_f32(float* gx, const float* x, long n,
                                              float c) {
     for (long i = 0; i < n; i++) gx[i] += c * dyn_expf((x[i] - mx) - ls);
 }
+
+/* gx = c * softmax(x): the same, into memory that holds nothing yet (not read) */
+DYN_CLONES_FM static void dyn_softmax_set_f32(float* gx, const float* x, long n, float mx, float ls,
+                                             float c) {
+    for (long i = 0; i < n; i++) gx[i] = c * dyn_expf((x[i] - mx) - ls);
+}
 #endif

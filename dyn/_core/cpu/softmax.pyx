@@ -1,11 +1,14 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The CPU kernels of the softmax family (softmax, log_softmax and its restricted form, logsumexp over
 a list, pickneglogsoftmax(_batch)), declared in dyn/_core/ops/nonlin.pyx. Each op: forward,
-backward (accumulating), and their registration in the kernel table.
+backward (accumulating; pickneglogsoftmax's writes a fresh gradient, F_GFRESH), and their
+registration in the kernel table.
 """
 from libc.math cimport log as c_log, INFINITY
+from libc.string cimport memset
 from dyn._core.core.graph cimport (
-    Graph, Node, DEV_CPU, set_kernels, kfwd_fn, kbwd_fn, dim_size, dim_cols, arg, idx)
+    Graph, Node, DEV_CPU, F_GFRESH, set_kernels, set_bwd_overwrites, kfwd_fn, kbwd_fn, dim_size, dim_cols,
+    dim_total, arg, idx)
 from dyn._core.core.types cimport real
 from dyn._core.cpu.nonlin cimport _exp, _log
 from dyn._core.ops.nonlin cimport OP_SOFTMAX, OP_LOGSOFTMAX, OP_RLOGSOFTMAX, OP_LSE, OP_PNLS
@@ -13,6 +16,7 @@ from dyn._core.ops.nonlin cimport OP_SOFTMAX, OP_LOGSOFTMAX, OP_RLOGSOFTMAX, OP_
 cdef extern from "_fastmath.h" nogil:
     void dyn_logsumexp_f32(const float* x, long n, float* mx, float* ls)
     void dyn_softmax_acc_f32(float* gx, const float* x, long n, float mx, float ls, float c)
+    void dyn_softmax_set_f32(float* gx, const float* x, long n, float mx, float ls, float c)
 
 # Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
 # kernel table holds both specialisations (set_kernels), so no kernel asks which float type it
@@ -230,8 +234,10 @@ cdef void _pnls_fwd(real* y, real* x, real* lse, int* v, int m, int B, int xb) n
         y[b] = <real>((<double>lse[2 * b] - px[v[b]]) + lse[2 * b + 1])
 
 
-cdef void _pnls_bwd(real* gx, real* gy, real* x, real* lse, int* v, int m, int B, int xb) noexcept nogil:
-    # d/dx (-log softmax(x)[v]) = softmax(x) - onehot(v), softmax(x) = exp((x - max) - log sum)
+cdef void _pnls_bwd(real* gx, real* gy, real* x, real* lse, int* v, int m, int B, int xb,
+                    bint fresh) noexcept nogil:
+    # d/dx (-log softmax(x)[v]) = softmax(x) - onehot(v), softmax(x) = exp((x - max) - log sum);
+    # fresh: gx holds nothing yet, and each element has a column of its own (xb > 1) to write
     cdef int b, i
     cdef real* pg
     cdef real* px
@@ -242,7 +248,13 @@ cdef void _pnls_bwd(real* gx, real* gy, real* x, real* lse, int* v, int m, int B
         px = x + (b * m if xb > 1 else 0)
         mx, ls = lse[2 * b], lse[2 * b + 1]
         if real is float:
-            dyn_softmax_acc_f32(pg, px, m, mx, ls, c)
+            if fresh:
+                dyn_softmax_set_f32(pg, px, m, mx, ls, c)
+            else:
+                dyn_softmax_acc_f32(pg, px, m, mx, ls, c)
+        elif fresh:
+            for i in range(m):
+                pg[i] = c * _exp((px[i] - mx) - ls)
         else:
             for i in range(m):
                 pg[i] += c * _exp((px[i] - mx) - ls)
@@ -256,8 +268,15 @@ cdef void fwd_pnls(Graph* g, Node* n, real* y) noexcept:
 
 cdef void bwd_pnls(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* x = arg(g, n, 0)
-    _pnls_bwd(<real*>x.g, gy, <real*>x.v, <real*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd)
+    cdef bint fresh = (x.flags & F_GFRESH) != 0
+    if fresh:
+        x.flags &= ~F_GFRESH
+        if x.dim.bd == 1 and n.dim.bd > 1:      # every element adds into the one column: zero it first
+            memset(x.g, 0, <size_t>dim_total(&x.dim) * sizeof(real))
+            fresh = False
+    _pnls_bwd(<real*>x.g, gy, <real*>x.v, <real*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, fresh)
 
 
 set_kernels(OP_PNLS, DEV_CPU, <kfwd_fn>fwd_pnls[float], <kfwd_fn>fwd_pnls[double],
             <kbwd_fn>bwd_pnls[float], <kbwd_fn>bwd_pnls[double])
+set_bwd_overwrites(OP_PNLS, DEV_CPU)
