@@ -86,3 +86,34 @@ def test_affine_transform_batched_bias_gradient_float32():
         y = dy.affine_transform([dy.parameter(b), dy.parameter(W), dy.inputTensor(x, batched=True)])
         dy.sum_batches(dy.dot_product(y, dy.inputTensor(r, batched=True))).backward()
         np.testing.assert_allclose(b.grad_as_array(), r.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_pickneglogsoftmax_float32_exp_over_its_range(device):
+    """The softmax's exp of shifted arguments (x - max <= 0, dyn_expf_neg): the gradient of every
+    element against float64, from e^0 down past the float range (where it must be 0), both where
+    backward adds into a zeroed gradient and where it writes one it has alone."""
+    from dyn._core.core import graph
+
+    x = np.concatenate([np.linspace(-95.0, 0.0, 190001), -np.geomspace(1e-8, 1.0, 200), [-np.inf]])
+    x = x.astype(np.float32)
+    want_p = np.exp(x.astype(np.float64) - np.log(np.exp(x.astype(np.float64)).sum()))
+    want_p[0] -= 1
+    for fresh_min in (10**12, 1):
+        old = graph._set_fresh_min(fresh_min)
+        try:
+            m = dy.ParameterCollection()
+            X = m.add_parameters(len(x), init=np.nan_to_num(x, neginf=-1e30).astype(np.float64))
+            dy.renew_cg()
+            # through a node of its own: a parameter's gradient is the pool's, never fresh; and
+            # only the CPU's kernel writes a fresh gradient
+            dy.pickneglogsoftmax(1.0 * dy.parameter(X), 0).backward()
+            assert graph._last_fresh() == (fresh_min == 1 and device == "CPU")
+        finally:
+            graph._set_fresh_min(old)
+        g = X.grad_as_array()
+        big = np.abs(want_p) > 1e-30
+        # float32 rounds the argument (x - max) - log-sum in two steps, up to an ulp of |x - lse|, which e^
+        # turns into a relative error of that size (about 8e-6 at e^-69)
+        tol = (4e-7 + 1.2e-7 * np.abs(np.log(np.abs(want_p[big])))) * np.abs(want_p[big])
+        assert np.all(np.abs(g[big] - want_p[big]) <= tol)
+        assert np.all(np.abs(g[~big]) <= 1e-30)
