@@ -401,11 +401,13 @@ def gpu_main(args, argv, env, have_torch, only):
         # untimed first: two items on the tiny slices compile the GPU kernels this program uses (cupy
         # caches them on disk; on a fresh machine compiling took most of a short timed run)
         warm = ["--quick", "--items", "2"]
-        run_one(script, extra + ["--dynet-devices", args.device] + warm, args, env)
-        gpu_kv = run_one(script, extra + ["--dynet-devices", args.device], args, env)
+        gpu_args, pt_args = extra + ["--dynet-devices", args.device], extra + ["--torch-device", "cuda"]
+        run_one(script, gpu_args + warm, args, env)
+        gpu_kv = run_one(script, gpu_args, args, env)
+        pt_kv = {}
         if have_torch:
-            run_one(peer, extra + ["--torch-device", "cuda"] + warm, args, env)
-        pt_kv = run_one(peer, extra + ["--torch-device", "cuda"], args, env) if have_torch else {}
+            run_one(peer, pt_args + warm, args, env)
+            pt_kv = run_one(peer, pt_args, args, env)
         cpu_kv = run_one(script, extra, args, env)
         gs, unit = speed(gpu_kv)
         ps, _ = speed(pt_kv)

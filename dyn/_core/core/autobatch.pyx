@@ -883,11 +883,7 @@ cdef int _ab_backward(int nid, bint full) except -1:
             if blive[bi]:
                 need += round_up(<size_t>BT[bi].total * isz) + _temp_bytes(&BT[bi], isz)
         arena_reserve(&g.dx, need)
-        if mark_fresh(nid, live, inb):   # the fresh gradients first, then what is zeroed
-            for i in range(nid):
-                n = &g.nodes[i]
-                if n.flags & F_GFRESH:
-                    n.g = arena_alloc(&g.dx, <size_t>dim_total(&n.dim) * isz)
+        mark_fresh(nid, live, inb)      # the fresh gradients first, then what is zeroed
         zoff = g.dx.used
         for i in range(g.n):
             n = &g.nodes[i]

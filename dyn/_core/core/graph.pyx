@@ -324,14 +324,22 @@ def _set_fresh_min(long n):
     return old
 
 
+cdef inline bint _fresh_candidate(int i, const unsigned char* live, const int* inb) noexcept:
+    """Node i's gradient is large (FRESH_MIN) and the arena's own: live, not the pool's, not a
+    batch's (inb[i] < 0 where inb is given)."""
+    cdef Node* n = &G.nodes[i]
+    return (live[i] and not (n.flags & F_PGRAD) and (inb == NULL or inb[i] < 0)
+            and dim_total(&n.dim) >= FRESH_MIN)
+
+
 cdef int mark_fresh(int nid, const unsigned char* live, const int* inb) except -1:
-    """Flag F_GFRESH the live nodes below nid whose gradient is large (FRESH_MIN), in the arena (not
-    the pool's, not a batch's: inb[i] < 0 where inb is given) and added to by exactly one backward
-    call: a single live consumer, taking the node as its only argument, run alone, whose kernel
-    writes a fresh gradient (set_bwd_overwrites). Their gradient memory is then left out of the
-    arena's zeroing: a softmax over 10k words at minibatch 64 has a 56 MB score gradient, zeroed
-    and then read back only to be added to once. Clears the flag everywhere else; returns how many
-    nodes carry it."""
+    """Flag F_GFRESH the nodes below nid whose gradient is large and the arena's own
+    (_fresh_candidate) and added to by exactly one backward call: a single live consumer, taking
+    the node as its only argument, run alone, whose kernel writes a fresh gradient
+    (set_bwd_overwrites); and give them their gradient memory, first in the (reserved, empty)
+    arena. The caller zeroes the arena from there on and allocates the other gradients: a softmax
+    over 10k words at minibatch 64 has a 56 MB score gradient, zeroed and then read back only to be
+    added to once. Clears the flag everywhere else; returns how many nodes carry it."""
     cdef int i, j, a, c, cnt = 0
     cdef int* cons
     cdef Node* n
@@ -339,35 +347,35 @@ cdef int mark_fresh(int nid, const unsigned char* live, const int* inb) except -
     global LAST_FRESH
     LAST_FRESH = 0
     for i in range(nid + 1):
-        n = &G.nodes[i]
-        n.flags &= ~F_GFRESH
-        if (live[i] and i != nid and not (n.flags & F_PGRAD) and (inb == NULL or inb[i] < 0)
-                and dim_total(&n.dim) >= FRESH_MIN):
+        G.nodes[i].flags &= ~F_GFRESH
+        if i != nid and _fresh_candidate(i, live, inb):
             any = True
     if not any:
         return 0
     cons = <int*>malloc((nid + 1) * sizeof(int))   # each node's one live consumer, -1 none, -2 several
     if cons == NULL:
         raise MemoryError()
-    for i in range(nid + 1):
-        cons[i] = -1
-    for c in range(nid + 1):
-        if not live[c]:
-            continue
-        n = &G.nodes[c]
-        for j in range(n.nargs):
-            a = G.ipool[n.arg_off + j]
-            cons[a] = c if cons[a] == -1 else -2
-    for i in range(nid):
-        n = &G.nodes[i]
-        c = cons[i]
-        if (c < 0 or not live[i] or (n.flags & F_PGRAD) or (inb != NULL and (inb[i] >= 0 or inb[c] >= 0))
-                or dim_total(&n.dim) < FRESH_MIN):
-            continue
-        if G.nodes[c].nargs == 1 and BWD_OW[G.nodes[c].op][G.device]:
+    try:
+        for i in range(nid + 1):
+            cons[i] = -1
+        for c in range(nid + 1):
+            if not live[c]:
+                continue
+            n = &G.nodes[c]
+            for j in range(n.nargs):
+                a = G.ipool[n.arg_off + j]
+                cons[a] = c if cons[a] == -1 else -2
+        for i in range(nid):
+            c = cons[i]
+            if (c < 0 or not _fresh_candidate(i, live, inb) or (inb != NULL and inb[c] >= 0)
+                    or G.nodes[c].nargs != 1 or not BWD_OW[G.nodes[c].op][G.device]):
+                continue
+            n = &G.nodes[i]
             n.flags |= F_GFRESH
+            n.g = arena_alloc(&G.dx, <size_t>dim_total(&n.dim) * G.itemsize)
             cnt += 1
-    free(cons)
+    finally:
+        free(cons)
     LAST_FRESH = cnt
     return cnt
 
@@ -698,11 +706,7 @@ cdef int backward_from(int nid, bint full) except -1:
             if live[i] and not (n.flags & F_PGRAD):
                 need += round_up(<size_t>dim_total(&n.dim) * G.itemsize)
         arena_reserve(&G.dx, need)
-        if mark_fresh(nid, live, NULL):  # the fresh gradients first, then what is zeroed
-            for i in range(nid):
-                n = &G.nodes[i]
-                if n.flags & F_GFRESH:
-                    n.g = arena_alloc(&G.dx, <size_t>dim_total(&n.dim) * G.itemsize)
+        mark_fresh(nid, live, NULL)     # the fresh gradients first, then what is zeroed
         zoff = G.dx.used
         for i in range(nid + 1):
             n = &G.nodes[i]
