@@ -392,6 +392,30 @@ def test_lstm_steps_with_dropped_batch_members():
     _assert_same(res[0][:2], res[1][:2])
 
 
+def test_dropped_members_sink_is_zeroed_and_large_enough(device, monkeypatch):
+    """The sink that takes the gradients (and the aux) of batch members cg_revert dropped: on the
+    GPU stand-in, with every new device block filled with signalling NaNs (np.empty gives whatever
+    was there), the LSTM steps above must add only into zeroed memory of the right size. A sink
+    sized from a dropped member's argument id (a node made after the revert, of another size) was
+    too small for the step's aux, and the kernel went past it."""
+    if device != "GPU:0" or os.environ.get("DYN_GPU_STANDIN") != "1":
+        pytest.skip("poisons the GPU stand-in's memory")
+    from dyn._core.gpu import backend
+
+    alloc = backend.StandIn.alloc
+
+    def poisoned(self, nbytes):
+        p = alloc(self, nbytes)
+        raw = self.blocks[p]
+        raw[: len(raw) // 4 * 4].view(np.uint32)[:] = 0x7FA00000   # a float32 signalling NaN
+        return p
+
+    _graph.use_device("CPU")
+    monkeypatch.setattr(backend.StandIn, "alloc", poisoned)
+    _graph.use_device("GPU:0")      # new arenas, poisoned
+    test_lstm_steps_with_dropped_batch_members()
+
+
 def _picks_graph(ab, ranges, per_batch=False):
     """Tanh of picked rows of 6 instances' own vectors (ranges cycle through the instances)."""
     dy.renew_cg(autobatching=ab)

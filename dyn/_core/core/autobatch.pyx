@@ -637,6 +637,24 @@ cdef inline long _aux_esz(Graph* g, int u) noexcept:
     return n.naux // n.dim.bd
 
 
+cdef long _sink_items(Graph* g, Batch* B, long base, int m, long esz, bint withaux) noexcept:
+    """Items of the sink that takes the element gradients (and, withaux, the aux) of a per-member
+    argument's members without a gradient (base: its argument map in BI): an element's gradient,
+    or its aux where that is larger. The aux size is read from the members cg_revert did not drop:
+    a dropped member's argument id may name a node made after the revert, of another size."""
+    cdef long out = esz, a
+    cdef int j, u
+    if not withaux:
+        return out
+    for j in range(m):
+        u = BI[base + 1 + j]
+        if (B != NULL and BI[B.mem + j] < 0) or u >= g.n:
+            continue
+        a = _aux_esz(g, u)
+        out = a if a > out else out
+    return out
+
+
 cdef void** _ptr_array(Graph* g, bint fwd, size_t n) except NULL:
     """Room for n element pointers, which the kernels of the graph's device read: in its arena on
     the CPU; in host memory on another device (its kernels' launcher reads them on the host)."""
@@ -656,7 +674,7 @@ cdef void** _elem_ptrs(Graph* g, long base, int m, int nel, Batch* B, int nid, b
     aux; in backward the same, or the sink for a member without a gradient."""
     cdef int j, e, isz = g.itemsize, u
     cdef int* ids = &BI[base + 1]
-    cdef long esz = ids[2 * m] // nel, asz = 0, n = <long>m * nel
+    cdef long esz = ids[2 * m] // nel, asz = 0, n = <long>m * nel, ssz
     cdef void** pp = _ptr_array(g, B == NULL, <size_t>n * (2 if withaux else 1))
     cdef char* p
     cdef char* sink = NULL
@@ -670,7 +688,11 @@ cdef void** _elem_ptrs(Graph* g, long base, int m, int nel, Batch* B, int nid, b
             p = _member_grad(g, B, base, j, nid)
         if p == NULL:
             if sink == NULL:
-                sink = <char*>arena_alloc(&g.dx, <size_t>(asz if asz > esz else esz) * isz)
+                # as large as any element the kernel reaches through it, gradient or aux, and zeroed
+                # like all gradient memory (kernels add into it); see _sink_items
+                ssz = _sink_items(g, B, base, m, esz, withaux)
+                sink = <char*>arena_alloc(&g.dx, <size_t>ssz * isz)
+                g.dev.zero(sink, <size_t>ssz * isz)
             for e in range(nel):
                 pp[j * nel + e] = sink
                 if withaux:
@@ -954,9 +976,7 @@ cdef size_t _temp_bytes(Batch* B, int isz) noexcept:
                 <size_t>BI[base + 1 + 2 * B.m] * isz)
             continue
         if BI[base] == ABA_CATAUX:      # the same with the aux pointers (a sink of the larger size)
-            tot = BI[base + 1 + 2 * B.m]
-            for j in range(B.m):
-                tot = max(tot, _aux_esz(cg(), BI[base + 1 + j]))
+            tot = _sink_items(cg(), B, base, B.m, BI[base + 1 + 2 * B.m], True)
             out += round_up(<size_t>BN[B.pn + 1 + k].dim.bd * 2 * sizeof(void*)) + round_up(<size_t>tot * isz)
             continue
         if BI[base] != ABA_CAT:
