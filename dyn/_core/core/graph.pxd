@@ -220,6 +220,11 @@ cdef str op_name(int op)
 cdef str node_desc(int nid)
 cdef int forward_to(int nid) except -1
 cdef int backward_from(int nid, bint full) except -1
+# Called once at the end of every backward pass (ok: it completed; else a kernel error or an exception
+# stopped it): kernels that defer work to the end of the pass (the tree nodes' weight products) do it
+# or drop it there.
+ctypedef void (*bwd_end_fn)(Graph* g, bint ok) noexcept
+cdef int add_backward_end(bwd_end_fn f) except -1
 cdef void mark_live(int nid, bint full, unsigned char* live) noexcept
 cdef bint seed_backward(int nid, const unsigned char* live, size_t zoff) noexcept
 cdef int mark_fresh(int nid, const unsigned char* live, const int* inb) except -1

@@ -683,7 +683,38 @@ def invalidate():
 
 # ---------------------------------------------------------------- backward
 
+cdef bwd_end_fn BWD_END[8]
+cdef int NBWD_END = 0
+
+
+cdef int add_backward_end(bwd_end_fn f) except -1:
+    global NBWD_END
+    cdef int k
+    for k in range(NBWD_END):
+        if BWD_END[k] == f:
+            return 0
+    if NBWD_END == 8:
+        raise RuntimeError("add_backward_end: too many end-of-backward hooks")
+    BWD_END[NBWD_END] = f
+    NBWD_END += 1
+    return 0
+
+
 cdef int backward_from(int nid, bint full) except -1:
+    """Backward from scalar node nid, through the automatic batching engine when it is on; the
+    end-of-backward hooks run whatever happens (to finish or drop deferred work)."""
+    cdef bint ok = False
+    cdef int k
+    try:
+        _backward(nid, full)
+        ok = G.kerr == 0
+    finally:
+        for k in range(NBWD_END):
+            BWD_END[k](&G, ok)
+    return 0
+
+
+cdef int _backward(int nid, bint full) except -1:
     cdef int i
     cdef size_t need = 0, zoff
     cdef Node* n

@@ -28,3 +28,5 @@ ctypedef struct Lay:
 cdef void _layout_isz(Graph* g, Node* n, Lay* L, int isz) noexcept
 cdef void _outer_r(int m, int k, int n, real* D, int ldd, real* X, int ldx, real* G, int ldg) noexcept
 cdef void _piece_direct_r(Lay* L, int role, int part, real* D) noexcept
+# Whether _piece_direct_r queues a parameter's weight products until the end of backward.
+cdef bint _deferring() noexcept

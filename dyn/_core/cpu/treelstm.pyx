@@ -18,8 +18,10 @@ Gate rows of the N-ary LSTM: [i; o; u; f_0 .. f_{N-1}] ((3 + N) H); of the
 child-sum LSTM: [i; o; u; f] (4H).
 """
 from libc.math cimport exp, tanh
+from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
-from dyn._core.core.graph cimport Graph, Node, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, arg, elem_v, elem_g
+from dyn._core.core.graph cimport (Graph, Node, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, arg, elem_v, elem_g, F_PGRAD,
+                                   add_backward_end)
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.cpu cimport blas as _blas
 from dyn._core.ops.treelstm cimport NARY, RNN, CSUM, OP_NARY, OP_RNN, OP_CSUM, OP_PART, OP_W, _rows
@@ -102,6 +104,148 @@ cdef void _outer_r(int m, int k, int n, real* D, int ldd, real* X, int ldx, real
         _blas.ger(real_dtype(G), m, k, 1.0, D, X, G, ldg)
     else:
         _blas.gemm(real_dtype(G), b'N', b'T', m, k, n, 1.0, D, ldd, X, ldx, 1.0, G, ldg)
+
+
+# ---------------------------------------------------------------- weight products deferred to the end of backward
+#
+# Run level by level (the automatic batching engine batches a tree's nodes by depth), a tree's
+# weight gradient would be one product per level, G += D_l X_l^T, each reading and writing all of G
+# for a few columns (a rank-1 update at the top levels). When G is a parameter's gradient nothing
+# reads it before the backward pass ends, so the products are queued (D and X stay in the nodes'
+# scratch, untouched until the graph is renewed) and done at the end of the pass as one product per
+# weight over all the queued columns (_flush_outer, an end-of-backward hook of the graph).
+
+ctypedef struct Outer:
+    char* G
+    char* D
+    char* X
+    int m, k, n, ldd, ldx, ldg, isz
+
+cdef Outer* _q = NULL
+cdef int _nq = 0, _cq = 0
+cdef char* _oscr = NULL
+cdef size_t _oscrcap = 0
+cdef bint _defer = True
+cdef int _last_q = 0, _last_p = 0     # the last pass's queued products and the products run for them
+
+
+cdef bint _deferring() noexcept:
+    return _defer
+
+
+def _set_deferred(bint on):
+    """Queue the weight products of parameters until the end of backward (default) or not (tests)."""
+    global _defer
+    _defer = on
+
+
+def _last_flush():
+    """(products queued, products run for them) in the last backward pass (tests)."""
+    return _last_q, _last_p
+
+
+cdef void _outer_d(Node* w, int m, int k, int n, real* D, int ldd, real* X, int ldx, real* G, int ldg) noexcept:
+    """_outer_r, queued when G is parameter w's gradient (and memory allows)."""
+    global _q, _nq, _cq
+    cdef Outer* e
+    cdef Outer* q2
+    if m <= 0 or k <= 0 or n <= 0:
+        return
+    if not (_defer and (w.flags & F_PGRAD)):
+        _outer_r(m, k, n, D, ldd, X, ldx, G, ldg)
+        return
+    if _nq == _cq:
+        q2 = <Outer*>realloc(_q, <size_t>(2 * _cq + 16) * sizeof(Outer))
+        if q2 == NULL:
+            _outer_r(m, k, n, D, ldd, X, ldx, G, ldg)
+            return
+        _q = q2
+        _cq = 2 * _cq + 16
+    e = &_q[_nq]
+    _nq += 1
+    e.G, e.D, e.X = <char*>G, <char*>D, <char*>X
+    e.m, e.k, e.n, e.ldd, e.ldx, e.ldg, e.isz = m, k, n, ldd, ldx, ldg, sizeof(real)
+
+
+cdef void _copy_cols(char* dst, const char* src, int rows, int cols, int ld, int isz) noexcept nogil:
+    """dst (rows x cols, packed) = src (rows x cols, leading dimension ld)."""
+    cdef int c
+    if ld == rows:
+        memcpy(dst, src, <size_t>rows * cols * isz)
+        return
+    for c in range(cols):
+        memcpy(dst + <size_t>c * rows * isz, src + <size_t>c * ld * isz, <size_t>rows * isz)
+
+
+cdef void _run_one(Outer* e) noexcept:
+    if e.isz == 4:
+        _outer_r[float](e.m, e.k, e.n, <float*>e.D, e.ldd, <float*>e.X, e.ldx, <float*>e.G, e.ldg)
+    else:
+        _outer_r[double](e.m, e.k, e.n, <double*>e.D, e.ldd, <double*>e.X, e.ldx, <double*>e.G, e.ldg)
+
+
+cdef inline bint _alike(Outer* f, Outer* e) noexcept nogil:
+    return f.G == e.G and f.m == e.m and f.k == e.k and f.ldg == e.ldg and f.isz == e.isz
+
+
+cdef void _flush_outer(Graph* g, bint ok) noexcept:
+    """The queued products, one per weight (same G, shape and float type): its D pieces and X
+    pieces copied side by side, then G += [D_1 D_2 ...] [X_1 X_2 ...]^T. Dropped when the pass
+    failed."""
+    global _nq, _last_q, _last_p
+    cdef int i, j, cols, c
+    cdef Outer* f
+    cdef Outer e
+    cdef size_t need
+    cdef char* s
+    _last_q, _last_p = _nq, 0
+    if not ok:
+        _nq = 0
+        return
+    for i in range(_nq):
+        if _q[i].G == NULL:             # done with an earlier group
+            continue
+        e = _q[i]
+        cols = 0
+        for j in range(i, _nq):
+            if _alike(&_q[j], &e):
+                cols += _q[j].n
+        need = <size_t>(e.m + e.k) * cols * e.isz
+        if cols == e.n or (need > _oscrcap and not _grow_scratch(need)):
+            for j in range(i, _nq):     # alone, or no memory for the copies: one product each
+                f = &_q[j]
+                if _alike(f, &e):
+                    _run_one(f)
+                    _last_p += 1
+                    f.G = NULL
+            continue
+        c = 0
+        for j in range(i, _nq):
+            f = &_q[j]
+            if _alike(f, &e):
+                _copy_cols(_oscr + <size_t>c * e.m * e.isz, f.D, f.m, f.n, f.ldd, f.isz)
+                _copy_cols(_oscr + (<size_t>e.m * cols + <size_t>c * e.k) * e.isz, f.X, f.k, f.n, f.ldx, f.isz)
+                c += f.n
+                f.G = NULL
+        e.D, e.ldd = _oscr, e.m
+        e.X, e.ldx = _oscr + <size_t>e.m * cols * e.isz, e.k
+        e.n = cols
+        _run_one(&e)
+        _last_p += 1
+    _nq = 0
+
+
+cdef bint _grow_scratch(size_t need) noexcept:
+    global _oscr, _oscrcap
+    cdef char* s = <char*>malloc(need)
+    if s == NULL:
+        return False
+    free(_oscr)
+    _oscr, _oscrcap = s, need
+    return True
+
+
+add_backward_end(_flush_outer)
 
 
 # ---------------------------------------------------------------- elementwise pieces
@@ -382,20 +526,20 @@ cdef void _piece_direct_r(Lay* L, int role, int part, real* D) noexcept:
     cdef int H = L.H, R = L.R, k
     if role == 0 and L.mode == CSUM:
         if L.p and part == 0:
-            _outer_r(3 * H, H, L.B, D, R, <real*>L.HC, H, <real*>L.U.g, L.Rt)
+            _outer_d(L.U, 3 * H, H, L.B, D, R, <real*>L.HC, H, <real*>L.U.g, L.Rt)
         elif L.p:
-            _outer_r(H, H, L.p * L.B, <real*>L.DF, H, <real*>L.HM, H, <real*>L.U.g + <size_t>3 * H, L.Rt)
+            _outer_d(L.U, H, H, L.p * L.B, <real*>L.DF, H, <real*>L.HM, H, <real*>L.U.g + <size_t>3 * H, L.Rt)
         return
     if part:
         return
     if role == 0:
-        _outer_r(R, L.K, L.B, D, R, <real*>L.HC, L.K, <real*>L.U.g, L.Rt)
+        _outer_d(L.U, R, L.K, L.B, D, R, <real*>L.HC, L.K, <real*>L.U.g, L.Rt)
     elif role == 1:
-        _outer_r(R, L.I, L.B, D, R, <real*>L.X, L.I, <real*>L.Wx.g, L.Rt)
+        _outer_d(L.Wx, R, L.I, L.B, D, R, <real*>L.X, L.I, <real*>L.Wx.g, L.Rt)
     else:
         k = L.Uc.dim.d[0]
-        _outer_r(2 * H, L.K, L.B, D, R, <real*>L.CC, L.K, <real*>L.Uc.g, k)
-        _outer_r(R - 3 * H, L.K, L.B, D + <size_t>3 * H, R, <real*>L.CC, L.K,
+        _outer_d(L.Uc, 2 * H, L.K, L.B, D, R, <real*>L.CC, L.K, <real*>L.Uc.g, k)
+        _outer_d(L.Uc, R - 3 * H, L.K, L.B, D + <size_t>3 * H, R, <real*>L.CC, L.K,
                  <real*>L.Uc.g + <size_t>2 * H, k)
 
 

@@ -7,14 +7,18 @@ node (a rank-B update per node: slow for B = 1), and the wrapper, whose
 backward runs after all of theirs (it was created before them), does them as
 one matrix product per group of alike nodes: G += [D_1 D_2 ...] [X_1 X_2 ...]^T.
 Its value is the weight's own memory and its gradient the weight's gradient,
-so other consumers of the wrapper accumulate there directly.
+so other consumers of the wrapper accumulate there directly. When the weight
+is a parameter, the wrapper queues the products instead, with those of the
+batched tree nodes (dyn/_core/cpu/treelstm.pyx): the whole tree's gradient of
+that weight is then one product at the end of backward.
 """
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
-from dyn._core.core.graph cimport Graph, Node, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_total, arg, F_FIXED, F_AB
+from dyn._core.core.graph cimport (Graph, Node, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_total, arg, F_FIXED, F_AB,
+                                   F_PGRAD)
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.cpu cimport blas as _blas
-from dyn._core.cpu.treelstm cimport Lay, _layout_isz, _outer_r, _piece_direct_r
+from dyn._core.cpu.treelstm cimport Lay, _layout_isz, _outer_r, _piece_direct_r, _deferring
 from dyn._core.ops.treelstm cimport CSUM, OP_W, is_tree_op
 
 
@@ -152,6 +156,7 @@ cdef void fwd_w(Graph* g, Node* n, real* y) noexcept:
 
 cdef void bwd_w(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef int me = <int>(n - g.nodes), k, role, part, ne = 0, pos
+    cdef Lay L
     cdef Node* a = arg(g, n, 0)
     cdef Node* c
     cdef int* ent
@@ -175,7 +180,14 @@ cdef void bwd_w(Graph* g, Node* n, int i, real* gy) noexcept:
                     ent[3 * ne + 1] = role
                     ent[3 * ne + 2] = part
                     ne += 1
-    _flush(g, me, ent, ne, gy)
+    if (n.flags & F_PGRAD) and _deferring():
+        # a parameter's gradient: queued with the batched nodes' products of the same weight, all
+        # done as one product at the end of backward (dyn/_core/cpu/treelstm.pyx)
+        for k in range(ne):
+            _layout_isz(g, &g.nodes[ent[3 * k]], &L, sizeof(real))
+            _piece_direct_r(&L, ent[3 * k + 1], ent[3 * k + 2], <real*>L.D)
+    else:
+        _flush(g, me, ent, ne, gy)
     free(ent)
     if <void*>gy != a.g:
         _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, a.g)
