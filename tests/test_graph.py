@@ -125,6 +125,42 @@ def test_arena_grows_by_itself_and_merges():
     assert _graph.memory_stats()["forward_blocks"] == 1  # the merged block was big enough
 
 
+def test_merged_and_reserved_blocks_have_room_where_memory_is_lazy(device):
+    """On the CPU (memory backed on first write) the block that replaces a chain is four times
+    the high-water mark, and the gradient arena's new block four times the reservation, so a
+    graph twice as large as the last fits without replacing (and faulting in) the arenas again;
+    on a GPU (stand-in here) the blocks are a quarter larger, as device memory is taken whole."""
+    lazy = device == "CPU"
+    _graph.set_initial_memory(4096)
+    try:
+        m = dy.ParameterCollection()
+        p = m.add_parameters((100, 100))
+
+        def run(n):
+            dy.renew_cg()
+            w, x = dy.parameter(p), dy.inputTensor(np.ones((100, 100)))
+            loss = dy.sum_elems(dy.esum([w * x * float(i) for i in range(n)]))
+            loss.backward()
+            return _graph.memory_stats()
+
+        st = run(20)
+        assert st["forward_blocks"] > 1
+        dy.renew_cg()
+        merged = _graph.memory_stats()
+        assert merged["forward_blocks"] == 1
+        assert merged["forward_capacity"] == (4 * st["forward_used"] if lazy
+                                              else st["forward_used"] + st["forward_used"] // 4)
+        st2 = run(40)
+        if lazy:
+            assert st2["forward_blocks"] == 1 and st2["forward_capacity"] == merged["forward_capacity"]
+            assert st2["backward_capacity"] == st["backward_capacity"]
+        else:
+            assert st2["forward_blocks"] > 1 and st2["backward_capacity"] > st["backward_capacity"]
+    finally:
+        _graph.set_initial_memory(1 << 20)
+        dy.renew_cg()
+
+
 def test_cg_api():
     v = dy.cg_version()
     dy.renew_cg()

@@ -29,6 +29,9 @@ ctypedef struct Device:
     void (*add_scalar)(void* p, double v, int dtype) noexcept nogil
     # the index of the first NaN or Inf among p's n items, or -1 (check_validity)
     long (*find_nonfinite)(const void* p, long n, int dtype) noexcept nogil
+    # 1 where a block's memory costs nothing until first touched (the CPU's: the kernel backs
+    # pages on first write), so the graph sizes arena blocks with ample room to grow
+    int lazy
 
 cdef int register_device(str name, Device* d) except -1
 cdef Device* find_device(str name) except NULL

@@ -94,6 +94,7 @@ CPU.gather = _cpu_gather
 CPU.scatter_add = _cpu_scatter_add
 CPU.add_scalar = _cpu_add_scalar
 CPU.find_nonfinite = _cpu_find_nonfinite
+CPU.lazy = 1
 
 register_device("CPU", &CPU)
 

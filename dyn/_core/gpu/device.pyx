@@ -110,6 +110,7 @@ def install(backend, str name="GPU:0"):
     GPU.scatter_add = _scatter_add
     GPU.add_scalar = _add_scalar
     GPU.find_nonfinite = _find_nonfinite
+    GPU.lazy = 0                    # device memory is taken whole when allocated
     register_device(name, &GPU)
     from dyn._core.core.device import register_arrays
     register_arrays(name, backend.zeros, backend.to_host_array, backend.asarray, backend.scatter_add_rows)
