@@ -106,14 +106,16 @@ cdef void _outer_r(int m, int k, int n, real* D, int ldd, real* X, int ldx, real
         _blas.gemm(real_dtype(G), b'N', b'T', m, k, n, 1.0, D, ldd, X, ldx, 1.0, G, ldg)
 
 
-# ---------------------------------------------------------------- weight products deferred to the end of backward
+# ---------------------------------------------------------------- the queue of weight products
 #
 # Run level by level (the automatic batching engine batches a tree's nodes by depth), a tree's
 # weight gradient would be one product per level, G += D_l X_l^T, each reading and writing all of G
-# for a few columns (a rank-1 update at the top levels). When G is a parameter's gradient nothing
-# reads it before the backward pass ends, so the products are queued (D and X stay in the nodes'
-# scratch, untouched until the graph is renewed) and done at the end of the pass as one product per
-# weight over all the queued columns (_flush_outer, an end-of-backward hook of the graph).
+# for a few columns (a rank-1 update at the top levels). The products are queued instead (D and X
+# stay in the nodes' scratch, untouched until the graph is renewed) and done as one product per
+# weight over all the queued columns (_flush_range). When G is a parameter's gradient nothing
+# reads it before the backward pass ends, so the batched nodes' products and those tree_weights
+# gathers for the single nodes wait until then (_flush_outer, an end-of-backward hook of the
+# graph); tree_weights flushes another weight's products in its own backward.
 
 ctypedef struct Outer:
     char* G
@@ -126,7 +128,7 @@ cdef int _nq = 0, _cq = 0
 cdef char* _oscr = NULL
 cdef size_t _oscrcap = 0
 cdef bint _defer = True
-cdef int _last_q = 0, _last_p = 0     # the last pass's queued products and the products run for them
+cdef int _last_q = 0, _last_p = 0     # the last pass's products left to its end, and the products run for them
 
 
 cdef bint _deferring() noexcept:
@@ -140,18 +142,20 @@ def _set_deferred(bint on):
 
 
 def _last_flush():
-    """(products queued, products run for them) in the last backward pass (tests)."""
+    """(products left to the end of the last backward pass, products run for them) (tests)."""
     return _last_q, _last_p
 
 
-cdef void _outer_d(Node* w, int m, int k, int n, real* D, int ldd, real* X, int ldx, real* G, int ldg) noexcept:
-    """_outer_r, queued when G is parameter w's gradient (and memory allows)."""
+cdef void _outer_d(Node* w, int mode, int m, int k, int n, real* D, int ldd, real* X, int ldx, real* G,
+                   int ldg) noexcept:
+    """_outer_r, queued when mode is Q_ALL, or Q_PARAM and G is parameter w's gradient (and the queue
+    can grow)."""
     global _q, _nq, _cq
     cdef Outer* e
     cdef Outer* q2
     if m <= 0 or k <= 0 or n <= 0:
         return
-    if not (_defer and (w.flags & F_PGRAD)):
+    if mode == Q_NONE or (mode == Q_PARAM and not (_defer and (w.flags & F_PGRAD))):
         _outer_r(m, k, n, D, ldd, X, ldx, G, ldg)
         return
     if _nq == _cq:
@@ -188,22 +192,17 @@ cdef inline bint _alike(Outer* f, Outer* e) noexcept nogil:
     return f.G == e.G and f.m == e.m and f.k == e.k and f.ldg == e.ldg and f.isz == e.isz
 
 
-cdef void _flush_outer(Graph* g, bint ok) noexcept:
-    """The queued products, one per weight (same G, shape and float type): its D pieces and X
-    pieces copied side by side, then G += [D_1 D_2 ...] [X_1 X_2 ...]^T. Dropped when the pass
-    failed."""
-    global _nq, _last_q, _last_p
+cdef void _flush_range(char* lo, char* hi) noexcept:
+    """The queued products into gradients G in [lo, hi), one per weight (same G, shape and float
+    type): its D pieces and X pieces copied side by side, then G += [D_1 D_2 ...] [X_1 X_2 ...]^T.
+    Done entries are marked (G NULL); counts the products run in _last_p."""
+    global _last_p
     cdef int i, j, cols, c
     cdef Outer* f
     cdef Outer e
     cdef size_t need
-    cdef char* s
-    _last_q, _last_p = _nq, 0
-    if not ok:
-        _nq = 0
-        return
     for i in range(_nq):
-        if _q[i].G == NULL:             # done with an earlier group
+        if _q[i].G == NULL or _q[i].G < lo or _q[i].G >= hi:    # done, or another weight's
             continue
         e = _q[i]
         cols = 0
@@ -232,6 +231,20 @@ cdef void _flush_outer(Graph* g, bint ok) noexcept:
         e.n = cols
         _run_one(&e)
         _last_p += 1
+
+
+cdef void _flush_outer(Graph* g, bint ok) noexcept:
+    """End of backward: every product still queued (all of them parameters'), or none when the pass
+    failed; the queue is then empty."""
+    global _nq, _last_q, _last_p
+    cdef int i
+    _last_q = 0
+    for i in range(_nq):
+        if _q[i].G != NULL:
+            _last_q += 1
+    _last_p = 0
+    if ok:
+        _flush_range(<char*>NULL, <char*><size_t>-1)
     _nq = 0
 
 
@@ -520,26 +533,26 @@ cdef void _child_grad(Graph* g, Lay* L, int j, real* D) noexcept:
         _to(c, H, S, H, L.B)
 
 
-cdef void _piece_direct_r(Lay* L, int role, int part, real* D) noexcept:
+cdef void _piece_direct_r(Lay* L, int role, int part, real* D, int mode) noexcept:
     """One node's share of a weight gradient, G += D (its input)^T, from the node's own buffers
-    (D: L.D, typed; part 1: the child-sum forget rows of U)."""
+    (D: L.D, typed; part 1: the child-sum forget rows of U); done now or queued as mode says."""
     cdef int H = L.H, R = L.R, k
     if role == 0 and L.mode == CSUM:
         if L.p and part == 0:
-            _outer_d(L.U, 3 * H, H, L.B, D, R, <real*>L.HC, H, <real*>L.U.g, L.Rt)
+            _outer_d(L.U, mode, 3 * H, H, L.B, D, R, <real*>L.HC, H, <real*>L.U.g, L.Rt)
         elif L.p:
-            _outer_d(L.U, H, H, L.p * L.B, <real*>L.DF, H, <real*>L.HM, H, <real*>L.U.g + <size_t>3 * H, L.Rt)
+            _outer_d(L.U, mode, H, H, L.p * L.B, <real*>L.DF, H, <real*>L.HM, H, <real*>L.U.g + <size_t>3 * H, L.Rt)
         return
     if part:
         return
     if role == 0:
-        _outer_d(L.U, R, L.K, L.B, D, R, <real*>L.HC, L.K, <real*>L.U.g, L.Rt)
+        _outer_d(L.U, mode, R, L.K, L.B, D, R, <real*>L.HC, L.K, <real*>L.U.g, L.Rt)
     elif role == 1:
-        _outer_d(L.Wx, R, L.I, L.B, D, R, <real*>L.X, L.I, <real*>L.Wx.g, L.Rt)
+        _outer_d(L.Wx, mode, R, L.I, L.B, D, R, <real*>L.X, L.I, <real*>L.Wx.g, L.Rt)
     else:
         k = L.Uc.dim.d[0]
-        _outer_d(L.Uc, 2 * H, L.K, L.B, D, R, <real*>L.CC, L.K, <real*>L.Uc.g, k)
-        _outer_d(L.Uc, R - 3 * H, L.K, L.B, D + <size_t>3 * H, R, <real*>L.CC, L.K,
+        _outer_d(L.Uc, mode, 2 * H, L.K, L.B, D, R, <real*>L.CC, L.K, <real*>L.Uc.g, k)
+        _outer_d(L.Uc, mode, R - 3 * H, L.K, L.B, D + <size_t>3 * H, R, <real*>L.CC, L.K,
                  <real*>L.Uc.g + <size_t>2 * H, k)
 
 
@@ -557,8 +570,8 @@ cdef void bwd_tree(Graph* g, Node* n, int i, real* gy) noexcept:
         _cell_d(g, &L, <real*>L.A, <real*>L.F, <real*>n.v, <real*>L.T, gy, D, <real*>L.DF, <real*>L.DC)
     if i == 0:                      # U
         if L.U.op != OP_W:
-            _piece_direct_r(&L, 0, 0, D)
-            _piece_direct_r(&L, 0, 1, D)
+            _piece_direct_r(&L, 0, 0, D, Q_PARAM)
+            _piece_direct_r(&L, 0, 1, D, Q_PARAM)
     elif i == 1:                    # b: the columns of D summed (as affine_transform's bias)
         if real is float:
             dyn_colsum_acc_f32(<float*>L.b.g, D, R, L.B)
@@ -567,15 +580,15 @@ cdef void bwd_tree(Graph* g, Node* n, int i, real* gy) noexcept:
                 _blas.axpy(real_dtype(D), R, 1.0, D + <size_t>b * R, L.b.g)
     elif L.hx and i == 2:           # Wx
         if L.Wx.op != OP_W:
-            _piece_direct_r(&L, 1, 0, D)
-            _piece_direct_r(&L, 1, 1, D)
+            _piece_direct_r(&L, 1, 0, D, Q_PARAM)
+            _piece_direct_r(&L, 1, 1, D, Q_PARAM)
     elif L.hx and i == 3:           # x
         _gm(c'T', L.I, L.B, R, <real*>L.Wx.v, L.Rt, D, R, 0.0, <real*>L.S, L.I)
         _to(L.x, 0, <real*>L.S, L.I, L.B)
     elif L.huc and i == L.c0 - 1:   # Uc
         if L.Uc.op != OP_W:
-            _piece_direct_r(&L, 2, 0, D)
-            _piece_direct_r(&L, 2, 1, D)
+            _piece_direct_r(&L, 2, 0, D, Q_PARAM)
+            _piece_direct_r(&L, 2, 1, D, Q_PARAM)
     else:
         _child_grad(g, &L, i - L.c0, D)
 
