@@ -42,6 +42,24 @@ def test_clipping_uses_the_global_norm_of_dense_and_sparse_gradients(float64):
     assert t.get_clip_threshold() == 0.0 and not t.clipping_enabled
 
 
+@pytest.mark.parametrize("n", [1, 7, 1003])
+def test_float32_gradient_norm_sums_in_double(n):
+    """A float32 gradient's squared norm is summed in double: 4096^2 + n ones is 2^24 + n, which a
+    float32 sum would round back to 2^24. Odd lengths reach the vector loop's tail; the lookup
+    table's touched rows go through the same sum."""
+    m = dy.ParameterCollection()
+    W = m.add_parameters((n + 1,), init=0.0)
+    E = m.add_lookup_parameters((10, n + 1), init=0.0)
+    t = dy.SimpleSGDTrainer(m, learning_rate=1.0)
+    t.set_clip_threshold(1e9)
+    t.set_grad_norm_history(True)
+    x = [4096.0] + [1.0] * n
+    dy.renew_cg()
+    (dy.dot_product(W, dy.inputVector(x)) + dy.dot_product(E[3], dy.inputVector(x))).backward()
+    t.update()
+    assert t.grad_norm_history()[-1] ** 2 == pytest.approx(2 * (2.0**24 + n), rel=1e-13)
+
+
 @pytest.mark.parametrize("where", ["dense", "lookup"])
 def test_nan_or_inf_gradient_names_the_parameter(where):
     m, W, E = _model()

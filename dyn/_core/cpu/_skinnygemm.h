@@ -260,4 +260,15 @@ DYN_CLONES_SK static void dyn_add_transposed(int m, int n, const float* restrict
     }
 }
 
+/* sum x[i] y[i] in double over float32 vectors (a gradient's squared norm,
+ * trace_of_product): the products and the sum in double, as a serial loop
+ * would, but in vector lanes summed at the end, so that the loop runs at the
+ * memory's speed instead of one add's latency per element. */
+DYN_CLONES_SK static double dyn_dot_f32d(long n, const float* restrict x, const float* restrict y) {
+    double s = 0.0;
+#pragma omp simd reduction(+:s)
+    for (long i = 0; i < n; i++) s += (double)x[i] * (double)y[i];
+    return s;
+}
+
 #endif

@@ -42,6 +42,7 @@ cdef extern from "_skinnygemm.h" nogil:
     void dyn_add_transposed(int m, int n, const float* T, float beta, float* C, int ldc)
     void dyn_vadd_f32(long n, const float* x, float* y)
     void dyn_vadd_f64(long n, const double* x, double* y)
+    double dyn_dot_f32d(long n, const float* x, const float* y)
 
 cdef enum:
     SMALL = 64 * 64   # elements of a matrix below which our loops win
@@ -183,13 +184,9 @@ cdef void scal(int dtype, int n, double alpha, void* x) noexcept nogil:
 
 
 cdef double dot(int dtype, int n, void* x, void* y) noexcept nogil:
-    cdef int i
-    cdef double s = 0
     if dtype == 0:
         # accumulate in double: float32 sums of long vectors lose digits
-        for i in range(n):
-            s += (<float*>x)[i] * <double>(<float*>y)[i]
-        return s
+        return dyn_dot_f32d(n, <float*>x, <float*>y)
     cdef int one = 1
     return ddot(&n, <double*>x, &one, <double*>y, &one)
 
