@@ -88,6 +88,36 @@ def test_affine_transform_batched_bias_gradient_float32():
         np.testing.assert_allclose(b.grad_as_array(), r.sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
+def test_affine_transform_bias_broadcast_with_streaming_stores():
+    """A large float32 output takes its bias with streaming stores (dyn_bcast_cols_f32); forced
+    on small shapes here, with column lengths that leave columns off 16-byte alignment, the values
+    and gradients equal those of the ordinary broadcast exactly, and numpy's."""
+    from dyn._core.cpu import arith
+
+    rng = np.random.RandomState(2)
+    for rows, batch in ((1, 3), (3, 7), (4, 5), (1001, 9), (37, 1)):
+        m = dy.ParameterCollection()
+        W, b = m.add_parameters((rows, 6)), m.add_parameters(rows)
+        x, r = rng.randn(6, batch).astype(np.float32), rng.randn(rows, batch).astype(np.float32)
+        got = []
+        for nbytes in (1 << 62, 0):
+            old = arith._set_bcast_stream_bytes(nbytes)
+            try:
+                dy.renew_cg()
+                y = dy.affine_transform([dy.parameter(b), dy.parameter(W), dy.inputTensor(x, batched=True)])
+                dy.sum_batches(dy.dot_product(y, dy.inputTensor(r, batched=True))).backward()
+                v = y.npvalue().reshape(rows, batch)
+                got.append((v, W.grad_as_array().copy(), b.grad_as_array().copy()))
+            finally:
+                arith._set_bcast_stream_bytes(old)
+            W.scale_gradient(0.0)
+            b.scale_gradient(0.0)
+        for a, c in zip(got[0], got[1]):
+            assert np.array_equal(a, c)
+        want = W.as_array() @ x + b.as_array()[:, None]
+        np.testing.assert_allclose(got[1][0], want, rtol=1e-5, atol=1e-5)
+
+
 def test_pickneglogsoftmax_float32_exp_over_its_range(device):
     """The softmax's exp of shifted arguments (x - max <= 0, dyn_expf_neg): the gradient of every
     element against float64, from e^0 down past the float range (where it must be 0), both where

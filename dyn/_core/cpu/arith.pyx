@@ -17,6 +17,9 @@ from dyn._core.ops.arith cimport (
 cdef extern from "_fastmath.h" nogil:
     # a bias gradient over a whole batch in one pass (float32)
     void dyn_colsum_acc_f32(float* y, const float* G, long m, long C)
+    # a bias broadcast over a batch (streaming stores where the output is large)
+    void dyn_bcast_cols_f32(float* y, const float* b, long m, long n)
+    long dyn_bcast_stream_bytes
 
 # Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
 # kernel table holds both specialisations (set_kernels), so no kernel asks which float type it
@@ -214,10 +217,25 @@ set_kernels(OP_MM, DEV_CPU, <kfwd_fn>fwd_mm[float], <kfwd_fn>fwd_mm[double],
 
 # ---------------------------------------------------------------- affine_transform
 
+def _set_bcast_stream_bytes(long nbytes):
+    """Test hook: the output size (bytes) from which a float32 bias broadcast uses streaming
+    stores (default 8 MB); returns the previous value."""
+    global dyn_bcast_stream_bytes
+    cdef long was = dyn_bcast_stream_bytes
+    dyn_bcast_stream_bytes = nbytes
+    return was
+
+
 cdef void fwd_affine(Graph* g, Node* n, real* y) noexcept:
     cdef Node* b = arg(g, n, 0)
     cdef int i, k, s = dim_size(&n.dim), bs = dim_size(&b.dim)
     # bias, broadcast over the batch and (for a column bias) over columns
+    if real is float:
+        if b.dim.bd == 1:
+            dyn_bcast_cols_f32(<float*>y, <float*>b.v, bs, <long>(s // bs) * n.dim.bd)
+            for i in range(1, n.nargs, 2):
+                mm_fwd(g, y, n.dim.bd, arg(g, n, i), arg(g, n, i + 1), 1.0)
+            return
     for k in range(n.dim.bd):
         for i in range(0, s, bs):
             memcpy(y + (<size_t>k * s + i),
