@@ -57,7 +57,8 @@ from libc.string cimport memcpy, memset, memcmp
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, ABSpec, cg, arg, dim_total, run_fwd, run_bwd, arena_alloc, arena_reserve, mark_live, node_backward,
-    raise_kernel_error, exec_node, check_finite, round_up, seed_backward, mark_fresh, ab_spec, set_autobatch_engine, node_desc,
+    backward_nodes, raise_kernel_error, exec_node, check_finite, round_up, seed_backward, mark_fresh, ab_spec,
+    set_autobatch_engine, node_desc,
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_AUXHEAD, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT,
     ABA_SHARE, ABA_CATAUX,
     F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS, F_GFRESH, MAX_ELEMS, DEV_CPU)
@@ -940,33 +941,30 @@ cdef int _ab_backward(int nid, bint full) except -1:
             # memory is last touched as it would be there (after the engine's order, the trainer's
             # update that follows an RNN LM step was 31-53 us slower)
             c1 = dyn_ticks()
-            for u in range(nid, -1, -1):
-                if live[u]:
+            backward_nodes(nid, live)
+            tk += dyn_ticks() - c1
+        else:
+            for r in range(nlog - 1, -1, -1):   # the executed units in reverse
+                u = LOG[r]
+                if u >= 0:
+                    if u > nid or not live[u]:
+                        continue
+                    if not run:
+                        c1 = dyn_ticks()
+                        run = True
                     node_backward(u, live)
                     if g.kerr:
                         raise_kernel_error()
-            tk += dyn_ticks() - c1
-        for r in range(nlog - 1 if nbt > 0 else -1, -1, -1):    # in reverse order of execution
-            u = LOG[r]
-            if u >= 0:
-                if u > nid or not live[u]:
                     continue
-                if not run:
-                    c1 = dyn_ticks()
-                    run = True
-                node_backward(u, live)
-                if g.kerr:
-                    raise_kernel_error()
-                continue
-            bi = -1 - u
-            if not blive[bi]:
-                continue
+                bi = -1 - u
+                if not blive[bi]:
+                    continue
+                if run:
+                    tk += dyn_ticks() - c1
+                    run = False
+                tk += _batch_backward(g, &BT[bi], live, nid)
             if run:
                 tk += dyn_ticks() - c1
-                run = False
-            tk += _batch_backward(g, &BT[bi], live, nid)
-        if run:
-            tk += dyn_ticks() - c1
     finally:
         free(live)
         free(blive)

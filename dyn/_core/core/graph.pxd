@@ -230,6 +230,8 @@ cdef bint seed_backward(int nid, const unsigned char* live, size_t zoff) noexcep
 cdef int mark_fresh(int nid, const unsigned char* live, const int* inb) except -1
 cdef int set_bwd_overwrites(int op, int device) except -1
 cdef void node_backward(int i, const unsigned char* live) noexcept
+# The live nodes' backward, node ids from nid downwards: the plain executor's order.
+cdef int backward_nodes(int nid, const unsigned char* live) except -1
 cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL
 cdef int arena_reserve(Arena* a, size_t nbytes) except -1
 cdef int pyref_add(object o) except -1

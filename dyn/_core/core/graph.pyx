@@ -769,13 +769,21 @@ cdef int _backward(int nid, bint full) except -1:
             G.nodes[i].g = NULL
         if not seed_backward(nid, live, zoff):
             return 0
-        for i in range(nid, -1, -1):
-            if live[i]:
-                node_backward(i, live)
-                if G.kerr:
-                    raise_kernel_error()
+        backward_nodes(nid, live)
     finally:
         free(live)
+    return 0
+
+
+cdef int backward_nodes(int nid, const unsigned char* live) except -1:
+    """The live nodes' backward, node ids from nid downwards (the plain executor's order; the
+    automatic batching engine's too where nothing ran batched)."""
+    cdef int i
+    for i in range(nid, -1, -1):
+        if live[i]:
+            node_backward(i, live)
+            if G.kerr:
+                raise_kernel_error()
     return 0
 
 

@@ -230,16 +230,13 @@ cdef void fwd_affine(Graph* g, Node* n, real* y) noexcept:
     cdef Node* b = arg(g, n, 0)
     cdef int i, k, s = dim_size(&n.dim), bs = dim_size(&b.dim)
     # bias, broadcast over the batch and (for a column bias) over columns
-    if real is float:
-        if b.dim.bd == 1:
-            dyn_bcast_cols_f32(<float*>y, <float*>b.v, bs, <long>(s // bs) * n.dim.bd)
-            for i in range(1, n.nargs, 2):
-                mm_fwd(g, y, n.dim.bd, arg(g, n, i), arg(g, n, i + 1), 1.0)
-            return
-    for k in range(n.dim.bd):
-        for i in range(0, s, bs):
-            memcpy(y + (<size_t>k * s + i),
-                   <real*>b.v + (<size_t>k * bs if b.dim.bd > 1 else 0), bs * sizeof(real))
+    if real is float and b.dim.bd == 1:     # one bias for every column: streamed where y is large
+        dyn_bcast_cols_f32(<float*>y, <float*>b.v, bs, <long>(s // bs) * n.dim.bd)
+    else:
+        for k in range(n.dim.bd):
+            for i in range(0, s, bs):
+                memcpy(y + (<size_t>k * s + i),
+                       <real*>b.v + (<size_t>k * bs if b.dim.bd > 1 else 0), bs * sizeof(real))
     for i in range(1, n.nargs, 2):
         mm_fwd(g, y, n.dim.bd, arg(g, n, i), arg(g, n, i + 1), 1.0)
 
