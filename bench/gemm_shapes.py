@@ -25,14 +25,18 @@ from dyn._core.cpu import blas  # noqa: E402
 # (m, n, k) of C (m x n) = op(A) op(B), op(A) m x k
 # A B: the softmax's scores W h over a sentence's n steps; an LSTM step's gates over n examples
 _NN = ([(10000, n, 256) for n in (1, 2, 4, 8, 16, 22, 32, 48)]
-       + [(1024, n, 256) for n in (1, 2, 4, 8, 16, 24, 32, 64)]
-       + [(640, n, 256) for n in (2, 4, 8, 16)]
-       + [(512, n, 128) for n in (1, 2, 4, 8, 16, 32)]
+       + [(1024, n, 256) for n in (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)]
+       + [(640, n, 256) for n in (2, 4, 8, 16, 32, 64, 96, 128)]
+       + [(512, n, 128) for n in (1, 2, 4, 8, 16, 32, 64, 96, 128)]
        + [(256, n, 64) for n in (2, 4, 8, 16, 32)]
        + [(128, n, 64) for n in (2, 4, 8, 16, 32)]
        + [(64, n, 32) for n in (4, 16, 25)])
+# an LSTM step's gradient reaching h_{t-1}, Wh^T d, as a product with Wh's transposed copy
+# (dyn/_core/cpu/rnn.pyx): A B with A the H x 4H transpose
+_NN_T = ([(256, n, 1024) for n in (4, 8, 16, 32, 48, 64, 96, 128)]
+         + [(128, n, 512) for n in (4, 8, 16, 32, 64, 128)])
 SHAPES = {
-    "NN": _NN,
+    "NN": _NN + _NN_T,
     # A^T B over the same matrices: the gradient reaching h through W (the long dimension is
     # the inner one)
     "TN": [(k, n, m) for m, n, k in _NN],
@@ -79,13 +83,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--time", type=float, default=0.05, help="seconds per path per round and shape")
     p.add_argument("--quick", action="store_true", help="two shapes per product, short runs")
+    p.add_argument("--ops", default="NN,TN,NT", help="which products, comma-separated (default: all three)")
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
     shapes = QUICK if args.quick else SHAPES
     budget = 0.01 if args.quick else args.time
     print(f"{'op':4} {'m':>6} {'n':>4} {'k':>6}  {'OpenBLAS us':>11} {'dyn us':>9} {'ratio':>6}  "
           "auto  rel.err")
-    for op in ("NN", "TN", "NT"):
+    for op in args.ops.split(","):
         for m, n, k in shapes[op]:
             b, d, err = compare(op, m, n, k, budget, rng)
             auto = blas._skinny_path(op, m, n, k)

@@ -84,7 +84,10 @@ def test_dispatch_agrees_with_openblas_on_the_tasks_shapes():
     for op, (m, n, k), expect in [("NN", (10000, 22, 256), "nn"), ("TN", (256, 22, 10000), "tn"),
                                   ("NN", (1024, 16, 256), "nn"), ("TN", (256, 8, 1024), "tn"),
                                   ("NT", (1024, 256, 8), "nt"), ("NT", (640, 256, 4), "blas"),
-                                  ("NN", (128, 8, 64), "blas"), ("TN", (64, 8, 128), "blas")]:
+                                  ("NN", (128, 8, 64), "blas"), ("TN", (64, 8, 128), "blas"),
+                                  # an LSTM step's Wh^T d through Wh's transposed copy (H x 4H)
+                                  ("NN", (256, 64, 1024), "nn"), ("NN", (128, 128, 512), "nn"),
+                                  ("NN", (1024, 96, 256), "blas"), ("NN", (256, 160, 1024), "blas")]:
         assert blas._skinny_path(op, m, n, k) == expect
         A, B, C = _case(op, m, n, k, 0, seed=3)
         auto, ref = C.copy(order="F"), C.copy(order="F")
@@ -94,12 +97,14 @@ def test_dispatch_agrees_with_openblas_on_the_tasks_shapes():
 
 
 @pytest.mark.parametrize("beta", [0.0, 1.0, 0.5])
-def test_softmax_weight_gradient_computed_transposed(beta):
+@pytest.mark.parametrize("m", [8200, 8203])
+def test_softmax_weight_gradient_computed_transposed(beta, m):
     """G += D X^T for a 10k-row G over 1,000 tokens and more runs as T = X D^T
-    and G = beta G + T^T (dyn_add_transposed, in 32 x 32 tiles): the same
-    values as OpenBLAS's direct product, rows and columns past the tiles
-    included, and the leading dimension of G honoured."""
-    m, n, k = 8200, 70, 1030
+    and G = beta G + T^T (dyn_add_transposed, in 32 x 32 tiles of 8 x 8 blocks
+    transposed in registers): the same values as OpenBLAS's direct product, rows
+    and columns past the tiles and past the blocks included, and the leading
+    dimension of G honoured."""
+    n, k = 70, 1030
     assert blas._skinny_path("NT", m, n, k) == "nt-transposed"
     A, B, C = _case("NT", m, n, k, 5, seed=5)
     got, ref = C.copy(order="F"), C.copy(order="F")

@@ -238,23 +238,64 @@ DYN_CLONES_SK static void dyn_sgemm_nt(int m, int n, int k, float alpha, const f
 }
 
 /* C (m x n, ld ldc) = beta C + T^T for T n x m (ld n): the last step of a
- * product computed transposed (blas.pyx). In 32 x 32 tiles, so that both
- * matrices are read along their columns a cache line at a time. */
+ * product computed transposed (blas.pyx), and with beta = 0 a plain transpose
+ * (an LSTM's Wh^T, rnn.pyx). In 32 x 32 tiles, so that both matrices are read
+ * along their columns a cache line at a time; within a tile, 8 x 8 blocks are
+ * transposed in registers (three rounds of shuffles), so that every load and
+ * store moves eight floats instead of one. */
+typedef float dyn_v8 __attribute__((vector_size(32)));
+typedef float dyn_v8u __attribute__((vector_size(32), aligned(4)));
+typedef int dyn_i8 __attribute__((vector_size(32)));
+
+DYN_SK_INLINE void dyn_tr8(const float* t, long n, float* c, long ldc, float beta) {
+    dyn_v8 r[8], u[8], x;
+    for (int a = 0; a < 8; a++) r[a] = *(const dyn_v8u*)(t + a * n);
+    for (int a = 0; a < 8; a += 2) {    /* pairs of rows interleaved */
+        u[a] = __builtin_shuffle(r[a], r[a + 1], (dyn_i8){0, 8, 1, 9, 4, 12, 5, 13});
+        u[a + 1] = __builtin_shuffle(r[a], r[a + 1], (dyn_i8){2, 10, 3, 11, 6, 14, 7, 15});
+    }
+    for (int a = 0; a < 8; a += 4) {    /* then pairs of pairs: four rows per 128-bit half */
+        r[a] = __builtin_shuffle(u[a], u[a + 2], (dyn_i8){0, 1, 8, 9, 4, 5, 12, 13});
+        r[a + 1] = __builtin_shuffle(u[a], u[a + 2], (dyn_i8){2, 3, 10, 11, 6, 7, 14, 15});
+        r[a + 2] = __builtin_shuffle(u[a + 1], u[a + 3], (dyn_i8){0, 1, 8, 9, 4, 5, 12, 13});
+        r[a + 3] = __builtin_shuffle(u[a + 1], u[a + 3], (dyn_i8){2, 3, 10, 11, 6, 7, 14, 15});
+    }
+    for (int b = 0; b < 4; b++) {       /* the halves joined: column b and column b + 4 */
+        for (int h = 0; h < 2; h++) {
+            x = h == 0 ? __builtin_shuffle(r[b], r[b + 4], (dyn_i8){0, 1, 2, 3, 8, 9, 10, 11})
+                       : __builtin_shuffle(r[b], r[b + 4], (dyn_i8){4, 5, 6, 7, 12, 13, 14, 15});
+            dyn_v8u* o = (dyn_v8u*)(c + (b + 4 * h) * ldc);
+            if (beta == 0)
+                *o = x;
+            else if (beta == 1)
+                *o = *o + x;
+            else
+                *o = beta * *o + x;
+        }
+    }
+}
+
 DYN_CLONES_SK static void dyn_add_transposed(int m, int n, const float* restrict T, float beta,
                                              float* restrict C, int ldc) {
     for (int j0 = 0; j0 < n; j0 += 32) {
         int j1 = j0 + 32 < n ? j0 + 32 : n;
+        int j8 = j0 + (j1 - j0) / 8 * 8;
         for (int i0 = 0; i0 < m; i0 += 32) {
             int i1 = i0 + 32 < m ? i0 + 32 : m;
-            for (int j = j0; j < j1; j++) {
+            int i8 = i0 + (i1 - i0) / 8 * 8;
+            for (int j = j0; j < j8; j += 8)
+                for (int i = i0; i < i8; i += 8)
+                    dyn_tr8(T + j + (long)i * n, n, C + i + (long)j * ldc, ldc, beta);
+            for (int j = j0; j < j1; j++) {     /* the tile's edges past its 8 x 8 blocks */
                 float* c = C + (long)j * ldc;
                 const float* t = T + j;
+                int lo = j < j8 ? i8 : i0;
                 if (beta == 0)
-                    for (int i = i0; i < i1; i++) c[i] = t[(long)i * n];
+                    for (int i = lo; i < i1; i++) c[i] = t[(long)i * n];
                 else if (beta == 1)
-                    for (int i = i0; i < i1; i++) c[i] += t[(long)i * n];
+                    for (int i = lo; i < i1; i++) c[i] += t[(long)i * n];
                 else
-                    for (int i = i0; i < i1; i++) c[i] = beta * c[i] + t[(long)i * n];
+                    for (int i = lo; i < i1; i++) c[i] = beta * c[i] + t[(long)i * n];
             }
         }
     }

@@ -73,9 +73,13 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
     if n < 2:
         return 0
     if ta == b'N':
+        if mnk <= 1000000 or size < (1 << 16) or m < 128:
+            return 0
+        if k >= 2 * m:      # a short, wide A (an LSTM's transposed H x 4H Wh): ours up to n = 128
+            return 1 if n <= 128 else 0
         if n <= 32:
-            return 1 if mnk > 1000000 and m >= 256 and size >= (1 << 16) else 0
-        return 1 if n <= 48 and size >= (1 << 18) else 0
+            return 1 if m >= 256 else 0
+        return 1 if n <= 64 and size >= (1 << 18) else 0
     if n <= 16:
         return 2 if mnk > 1000000 and m >= 128 and size >= (1 << 16) else 0
     return 2 if n <= 24 and size >= (1 << 20) else 0
