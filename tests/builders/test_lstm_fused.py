@@ -93,6 +93,42 @@ def test_weight_collector_sums_every_live_step(float64):
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
 
 
+@pytest.mark.parametrize("source", ["parameter", "expression"])
+@pytest.mark.parametrize("reader", [None, "after", "before"])
+def test_weight_alias_read_by_other_operations(float64, source, reader):
+    """An lstm_step_weight alias that another operation reads too passes that operation's
+    gradient on to Wh, next to the steps' one product: the same gradient as when the other
+    operation and the steps read Wh itself. The alias of a parameter has the parameter's gradient memory
+    (the other reader adds straight into it); the alias of another expression its own, added
+    into the expression's at the end."""
+    rng = np.random.RandomState(3)
+    Hw = 8
+    Wp = dy.ParameterCollection().add_parameters((4 * Hw, Hw))
+    Wp.set_value(rng.uniform(-0.2, 0.2, (4 * Hw, Hw)))
+    Pv, Rv = rng.uniform(-1, 1, (4 * Hw, T, B)), rng.uniform(-1, 1, (4 * Hw, Hw))
+    grads = []
+    for via_alias, read in ((True, reader), (False, reader), (True, None)):
+        dy.renew_cg()
+        Wh = dy.parameter(Wp) if source == "parameter" else dy.parameter(Wp) * 1.0
+        W = dy.lstm_step_weight(Wh) if via_alias else Wh    # (steps reading Wh: a rank-1 update each)
+        other = None
+        if read == "before":
+            other = dy.sum_elems(dy.cmult(W, dy.inputTensor(Rv)))
+        hs = _k_rnn.lstm_sequence(dy.inputTensor(Pv, batched=True), None, W, None, None, T, 1.0)
+        if read == "after":
+            other = dy.sum_elems(dy.cmult(W, dy.inputTensor(Rv)))
+        loss = dy.sum_batches(dy.sum_elems(hs[-1]))
+        if other is not None:
+            loss = loss + other
+        Wp.scale_gradient(0.0)
+        loss.backward()
+        grads.append(Wp.grad_as_array())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12, atol=1e-15)
+    assert np.abs(grads[2]).max() > 0
+    if reader is not None:      # the other reader's term is there, next to the steps' product
+        np.testing.assert_allclose(grads[0] - grads[2], Rv, rtol=1e-9, atol=1e-12)
+
+
 def test_errors_name_the_op_and_leave_the_graph_usable(float64):
     P = dy.inputTensor(np.zeros((4 * H, T)))
     prev = dy.inputVector(np.zeros(2 * H))
@@ -234,3 +270,53 @@ def test_h_valued_step_errors():
         _k_rnn.lstm_sequence(
             dy.inputTensor(np.zeros((16, 1))), h, dy.inputTensor(np.zeros((16, 4))), None, None, 1, 1.0
         )
+
+
+@pytest.mark.parametrize("autobatching", [False, True])
+@pytest.mark.parametrize("B", [8, 13])
+@pytest.mark.parametrize("dropout", [False, True])
+def test_float32_wide_minibatch_backward_through_wh_transposed(device, autobatching, B, dropout):
+    """float32 steps over a minibatch of 8 or more with H >= 128 take Wh^T d as a product with
+    Wh's transpose, made once per backward pass in the lstm_step_weight alias's scratch: the
+    gradients equal those of the product with Wh itself to float32 rounding, in a first backward
+    pass and in a second one over the same graph after a trainer update changed Wh (the copy is
+    remade for each pass, never read stale)."""
+    from dyn._core.cpu import rnn as _cpu_rnn
+
+    if device != "CPU":
+        pytest.skip("the transposed copy is the CPU kernel's")
+    In, Hw, T = 24, 128, 4
+
+    def run(transposed):
+        old = _cpu_rnn._set_wh_transposed(transposed)
+        made = _cpu_rnn._wh_transposes()
+        try:
+            rng = np.random.RandomState(5)
+            m = dy.ParameterCollection()
+            lstm = dy.VanillaLSTMBuilder(1, In, Hw, m)
+            for p in m.parameters_list():
+                p.set_value(rng.uniform(-0.3, 0.3, p.shape()))
+            if dropout:
+                lstm.set_dropouts(0.2, 0.3)
+            trainer = dy.SimpleSGDTrainer(m, 0.5)
+            dy.renew_cg(autobatching=autobatching)
+            dy.reset_random_seed(11)    # the same dropout masks in both runs
+            xs = [dy.inputTensor(rng.uniform(-1, 1, (In, B)), batched=True) for _ in range(T)]
+            hs = lstm.initial_state().transduce(xs)
+            R = [dy.inputTensor(rng.uniform(-1, 1, (Hw, B)), batched=True) for _ in range(T)]
+            loss = dy.sum_batches(dy.esum([dy.dot_product(h, r) for h, r in zip(hs, R)]))
+            grads = []
+            for _ in range(2):
+                loss.backward()
+                grads.append([p.grad_as_array().copy() for p in m.parameters_list()])
+                trainer.update()
+            return grads, _cpu_rnn._wh_transposes() - made
+        finally:
+            _cpu_rnn._set_wh_transposed(old)
+
+    (plain, n_plain), (fast, n_fast) = run(False), run(True)
+    assert n_plain == 0 and n_fast == 2     # one copy per backward pass, for the one sequence
+    for gp, gf in zip(plain, fast):
+        for a, b in zip(gp, gf):
+            assert np.abs(a).max() > 0
+            np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5 * np.abs(a).max())

@@ -91,6 +91,7 @@ ctypedef struct Graph:
     int check
     int bwd_target    # node backward last started from, -1 if none
     int kerr          # a kernel failed (a device whose kernels can raise: see kernel_error)
+    long nbwd         # backward passes started (seed_backward): what kernels key a per-pass cache on
     unsigned long long rng[2]
 
 ctypedef int (*shape_fn)(Graph* g, Node* n) except -1

@@ -795,6 +795,7 @@ cdef bint seed_backward(int nid, const unsigned char* live, size_t zoff) noexcep
     cdef Node* n = &G.nodes[nid]
     G.dev.zero(<char*>G.dx.base + zoff, G.dx.used - zoff)
     G.bwd_target = nid
+    G.nbwd += 1
     if not live[nid]:
         return False
     G.dev.add_scalar(n.g, 1.0, G.dtype)

@@ -31,7 +31,11 @@ cdef extern from "_smallblas.h" nogil:
     void dyn_gemv_t_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
     void dyn_ger_f32(int m, int n, float alpha, const float* x, const float* y, float* A, int lda)
 
+cdef extern from "_skinnygemm.h" nogil:
+    void dyn_add_transposed(int m, int n, const float* T, float beta, float* C, int ldc)
+
 cdef enum:
+    WT_MIN_B = 8    # the minibatch from which a step's backward multiplies by Wh's transpose
     # Wh of a step is 4H x H: up to H = 128 the compiled small-matrix loops beat
     # OpenBLAS's per-call overhead (its ger is one axpy per column)
     SMALL = 4 * 128 * 128
@@ -271,12 +275,56 @@ cdef void _mul_add(real* q, real* x, real* y, real* z, int H) noexcept nogil:
             q[j] += x[j] * y[j] * z[j]
 
 
-cdef void _wh_t_d(Step* L, real* D) noexcept:
+cdef bint _wt_on = True     # off only to measure the product with Wh itself (_set_wh_transposed)
+cdef long _wt_made = 0      # transposes made (tests: that the path ran)
+
+
+def _set_wh_transposed(bint on):
+    """Let the steps' backward use Wh's transpose where it may (on, the default) or always the
+    product with Wh itself (off: for measurements and tests); returns the previous setting."""
+    global _wt_on
+    cdef bint old = _wt_on
+    _wt_on = on
+    return old
+
+
+def _wh_transposes():
+    """How many times a step's backward has made Wh's transpose (in this process)."""
+    return _wt_made
+
+
+cdef float* _wh_transposed(Graph* g, Step* L) noexcept:
+    """Wh^T (H x 4H), made once per backward pass in the lstm_step_weight alias's scratch, for a
+    float32 step over a minibatch of WT_MIN_B or more; NULL where the product with Wh itself is
+    as fast (narrower minibatches, H < WT_MIN_H: no scratch) or the step reads Wh directly.
+    Wh^T D with A^T's copy is an A B product, which runs at 1.3-2x the speed of A^T B on an
+    LSTM's shapes (bench/gemm_shapes.py: 256 x n x 1024, n = 8-128); making the copy costs about
+    as much as one step's product, and a sequence has one per step."""
+    global _wt_made
+    cdef Node* w = L.Wh
+    cdef int key
+    if not _wt_on or L.B < WT_MIN_B or w.op != OP_WEIGHT or w.naux == 0 or w.aux == NULL:
+        return NULL
+    key = <int>(g.nbwd & 0x3fffffff) + 1
+    if w.ia[0] != key:
+        dyn_add_transposed(L.H, 4 * L.H, <float*>w.v, 0.0, <float*>w.aux, L.H)
+        w.ia[0] = key
+        _wt_made += 1
+    return <float*>w.aux
+
+
+cdef void _wh_t_d(Graph* g, Step* L, real* D) noexcept:
     """TMP = Wh^T D (D: the region L.D)."""
+    cdef float* wt
     if L.B == 1:
         _gemv(c'T', 4 * L.H, L.H, <real*>L.Wh.v, D, 0.0, <real*>L.TMP)
-    else:
-        _blas.gemm(real_dtype(D), b'T', b'N', L.H, L.B, 4 * L.H, 1.0, L.Wh.v, 4 * L.H, D, 4 * L.H, 0.0, L.TMP, L.H)
+        return
+    if real is float:
+        wt = _wh_transposed(g, L)
+        if wt != NULL:
+            _blas.gemm(real_dtype(D), b'N', b'N', L.H, L.B, 4 * L.H, 1.0, wt, L.H, D, 4 * L.H, 0.0, L.TMP, L.H)
+            return
+    _blas.gemm(real_dtype(D), b'T', b'N', L.H, L.B, 4 * L.H, 1.0, L.Wh.v, 4 * L.H, D, 4 * L.H, 0.0, L.TMP, L.H)
 
 
 cdef void _dgates(Node* n, Step* L, real* gy) noexcept:
@@ -339,7 +387,7 @@ cdef void bwd_step(Graph* g, Node* n, int i, real* gy) noexcept:
                      <real*>(_col4(&L, L.G, b) + <size_t>3 * H * isz), H)
     else:                      # prev or mask_h: both need Wh^T d (computed once, for the first)
         if which == 1 or L.prev.g == NULL:
-            _wh_t_d(&L, <real*>L.D)
+            _wh_t_d(g, &L, <real*>L.D)
         for b in range(L.B):
             if which == 1:
                 q = elem_g(a, b, H if L.flags & PSTEP else 2 * H, isz)
@@ -355,10 +403,13 @@ set_kernels(OP_STEP, DEV_CPU, <kfwd_fn>fwd_step[float], <kfwd_fn>fwd_step[double
 
 # ---------------------------------------------------------------- lstm_step_weight
 # The recurrent matrix as seen by a sequence's lstm_step nodes. Forward: the
-# same memory as its argument (no copy). Backward runs after every step's
-# (it was created before them): dWh = sum_t d_t h_{t-1}^T as ONE matrix
-# product over the gathered d_t and h_{t-1} of the live steps that read it,
-# instead of a rank-1 update of the whole matrix per step.
+# same memory as its argument (no copy); the alias of a parameter has the
+# parameter's gradient memory too (dyn/_core/ops/rnn.pyx), so that other
+# readers of the alias add straight into it and nothing is zeroed or added
+# back. Backward runs after every step's (it was created before them):
+# dWh = sum_t d_t h_{t-1}^T as ONE matrix product over the gathered d_t and
+# h_{t-1} of the live steps that read it, instead of a rank-1 update of the
+# whole matrix per step.
 
 
 cdef void fwd_weight(Graph* g, Node* n, real* y) noexcept:
@@ -372,7 +423,8 @@ cdef void bwd_weight(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef int me = <int>(n - g.nodes), j, b, cols = 0, k = 0, H = w.dim.d[1], isz = sizeof(real)
     cdef char* D
     cdef char* X
-    _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, w.g)
+    if <void*>gy != w.g:    # (a parameter's alias has the parameter's gradient: nothing to add)
+        _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, w.g)
     for j in range(me + 1, g.bwd_target + 1):
         s = &g.nodes[j]
         if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:

@@ -31,6 +31,12 @@ cdef enum:
     HVAL = 8        # the value is h alone; c_t (and the gradient of c_t from the next step) lives in aux
     PSTEP = 16      # prev is such an h-valued lstm_step node: h_{t-1} its value, c_{t-1} in its aux
 
+# lstm_step_weight: ia[0] the backward pass whose Wh^T its aux holds (1 + the low 30 bits of Graph.nbwd;
+# 0: none). aux (float32 on the CPU, H >= WT_MIN_H): room for that transpose, H x 4H.
+
+cdef enum:
+    WT_MIN_H = 128
+
 # lstm_step_part: ia[0] the offset of the part (0: h, H: c), ia[1] which (0 h, 1 c)
 
 cdef int OP_GATES       # vanilla_lstm_gates (and its concat / dropout variants)

@@ -30,7 +30,7 @@ Two kinds of node, one kernel:
 The nodes' arguments, ia, fa and aux: dyn/_core/ops/rnn.pxd.
 """
 from libc.math cimport INFINITY
-from dyn._core.core.graph cimport Graph, Node, Dim, declare_op, dim_size, dim_cols, dim_str, arg, F_FIXED
+from dyn._core.core.graph cimport Graph, Node, Dim, declare_op, dim_size, dim_cols, dim_str, arg, F_FIXED, F_PGRAD, DEV_CPU
 from dyn._core.core.graph cimport new_node, finish_node
 from dyn._core.core.graph cimport set_autobatch, AB_ON, AB_ALIAS, AB_AUXHEAD, ABA_NO, ABA_CAT, ABA_SHARE, ABA_CATAUX
 from dyn._core.core.expr cimport noden, finish, wrap, arg_id, Expression
@@ -250,6 +250,14 @@ cdef int _shape_weight(Graph* g, Node* n) except -1:
         raise ValueError("lstm_step_weight: Wh must be an unbatched {4H,H} matrix, got %s" % dim_str(&w.dim))
     n.dim = w.dim
     n.flags |= F_FIXED
+    if (w.flags & F_PGRAD) and g.device == DEV_CPU:    # a parameter's gradient: the alias's too
+        n.flags |= F_PGRAD
+        n.gptr = w.gptr
+    # float32 on the CPU, H >= WT_MIN_H: room for Wh's transpose, which the steps' backward
+    # makes once per pass when their minibatch is wide (dyn/_core/cpu/rnn.pyx, _wh_t_d)
+    n.ia[0] = 0
+    if g.dtype == 0 and g.device == DEV_CPU and w.dim.d[1] >= WT_MIN_H:
+        n.naux = <long>w.dim.d[0] * w.dim.d[1]
     return 0
 
 
