@@ -46,6 +46,7 @@ cdef extern from "_skinnygemm.h" nogil:
 
 cdef enum:
     SMALL = 64 * 64   # elements of a matrix below which our loops win
+    SMALL_GEMV_F32 = 4 * 128 * 128   # float32 matrix-vector products: ours (registers) up to here
 
 
 cdef bint _skinny_on = True   # off only to measure OpenBLAS on the same shapes (_set_skinny)
@@ -128,7 +129,7 @@ cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
                void* x, double beta, void* y) noexcept nogil:
     cdef float fa = alpha, fb = beta
     cdef int one = 1
-    if <long>m * n <= SMALL:
+    if <long>m * n <= (SMALL_GEMV_F32 if dtype == 0 else SMALL):
         if dtype == 0:
             if ta == b'N':
                 dyn_gemv_n_f32(m, n, fa, <float*>A, lda, <float*>x, fb, <float*>y)
@@ -237,6 +238,40 @@ def _skinny_path(str op, int m, int n, int k):
     kernels), 'nt-transposed' (OpenBLAS on the transposed product) or 'blas'
     (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T)."""
     return ("blas", "nn", "tn", "nt", "nt-transposed")[_skinny(ord(op[0]), ord(op[1]), m, n, k)]
+
+
+def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double beta, cnp.ndarray y,
+          int reps=1):
+    """y = alpha op(A) x + beta y for a float32 Fortran-ordered A (op: 'N' or 'T'; its leading
+    dimension A.shape[0], m = A.shape[0] unless x and y say less) through 'blas' (OpenBLAS) or
+    'auto' (gemv's dispatch: dyn's loops up to SMALL_GEMV_F32 elements); repeated reps times,
+    returns the seconds per call."""
+    cdef int lda = A.shape[0], m, n, one = 1
+    cdef char cta
+    cdef float fa = alpha, fb = beta
+    cdef int r
+    cdef timespec t0, t1
+    if op not in ("N", "T"):
+        raise ValueError(f"_gemv: op {op!r} is not N or T")
+    for X in (A, x, y):
+        if X.dtype != "float32" or not X.flags.f_contiguous:
+            raise ValueError("_gemv: float32 Fortran-ordered arrays only")
+    n = A.shape[1]
+    m = (y.shape[0] if op == "N" else x.shape[0])
+    if A.ndim != 2 or m > lda or (x.shape[0] if op == "N" else y.shape[0]) != n:
+        raise ValueError(f"_gemv: op {op} of {(<object>A).shape} does not fit x {(<object>x).shape}, "
+                         f"y {(<object>y).shape}")
+    if path not in ("auto", "blas"):
+        raise ValueError(f"_gemv: path {path!r} is not auto or blas")
+    cta = ord(op)
+    clock_gettime(CLOCK_MONOTONIC, &t0)
+    for r in range(reps):
+        if path == "auto":
+            gemv(0, cta, m, n, alpha, A.data, lda, x.data, beta, y.data)
+        else:
+            sgemv(&cta, &m, &n, &fa, <float*>A.data, &lda, <float*>x.data, &one, &fb, <float*>y.data, &one)
+    clock_gettime(CLOCK_MONOTONIC, &t1)
+    return ((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9) / max(reps, 1)
 
 
 def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double beta, cnp.ndarray C,
