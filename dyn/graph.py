@@ -78,7 +78,9 @@ def autobatch_stats(reset=False):
     ``gathered_bytes``); ``schedule_s`` (seconds the engine spent outside the
     kernels: signatures, agenda, gathering and scattering; also split into
     ``forward_schedule_s`` and ``backward_schedule_s``), ``forward_s`` and
-    ``backward_s`` (whole engine time, kernels included).
+    ``backward_s`` (whole engine time, kernels included). The engine times its
+    kernels, which the scheduling seconds need, from the first call of this
+    function on (reading the clock around every kernel costs time of its own).
     """
     return _autobatch.stats(reset)
 

@@ -135,6 +135,15 @@ cdef extern from "_ticks.h" nogil:
     unsigned long long dyn_ticks()
 
 
+cdef bint _timing = False   # kernel time counted (stats' scheduling seconds): from the first stats() on
+
+
+cdef inline unsigned long long _ticks() noexcept nogil:
+    """The tick counter where kernel time is being counted, else 0: reading it costs about 10 ns,
+    and a graph of one-node units reads it twice per unit."""
+    return dyn_ticks() if _timing else 0
+
+
 cdef inline double _now() noexcept nogil:
     cdef timespec t
     clock_gettime(CLOCK_MONOTONIC, &t)
@@ -430,7 +439,7 @@ cdef int _ab_forward(int nid) except -1:
     cdef int i, j, k, a, s, d, best, m, q0 = 0, q1 = 0, done = 0, u
     cdef long e = 0
     cdef double t0 = _now(), tk = 0, t1, bestd, avg
-    cdef unsigned long long c0t = dyn_ticks(), c1   # kernel time in ticks (tk), seconds at the end
+    cdef unsigned long long c0t = _ticks(), c1   # kernel time in ticks (tk), seconds at the end
     cdef Node* n
     if N <= 0:
         return 0
@@ -477,7 +486,7 @@ cdef int _ab_forward(int nid) except -1:
     # 2. the agenda
     while done < N:
         if q0 < q1:
-            c1 = dyn_ticks()
+            c1 = _ticks()
             while q0 < q1:         # every ready node that cannot batch, in order
                 i = QUEUE[q0]
                 q0 += 1
@@ -486,7 +495,7 @@ cdef int _ab_forward(int nid) except -1:
                 st_singles += 1
                 done += 1
                 _release(i, &q1)
-            tk += dyn_ticks() - c1
+            tk += _ticks() - c1
             continue
         best = 0
         bestd = 1e300
@@ -513,9 +522,9 @@ cdef int _ab_forward(int nid) except -1:
         while j < m:                  # in parts whose tensors each stay within MAX_ELEMS
             k = _part_end(g, MEMB, j, m)
             if k - j == 1:
-                c1 = dyn_ticks()
+                c1 = _ticks()
                 exec_node(MEMB[j])
-                tk += dyn_ticks() - c1
+                tk += _ticks() - c1
                 _log(MEMB[j])
                 st_singles += 1
             else:
@@ -531,7 +540,8 @@ cdef int _ab_forward(int nid) except -1:
     st_nodes += N
     t1 = _now() - t0
     st_fwd += t1
-    st_sched += t1 - _seconds(tk, t1, dyn_ticks() - c0t)
+    if _timing:
+        st_sched += t1 - _seconds(tk, t1, _ticks() - c0t)
     return 0
 
 
@@ -848,9 +858,9 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
     g.nodes, g.ipool = BN, BI
     if S.fix != NULL:
         S.fix(g, &BN[pn])
-    c1 = dyn_ticks()
+    c1 = _ticks()
     run_fwd(g, &BN[pn])
-    tk = dyn_ticks() - c1
+    tk = _ticks() - c1
     g.nodes, g.ipool = saved_nodes, saved_ipool
     if g.kerr:
         raise_kernel_error()
@@ -877,7 +887,7 @@ cdef int _ab_backward(int nid, bint full) except -1:
     cdef int* inb = NULL
     cdef char* blk
     cdef double t0 = _now(), tk = 0, t1
-    cdef unsigned long long c0t = dyn_ticks(), c1 = 0   # kernel time in ticks (tk)
+    cdef unsigned long long c0t = _ticks(), c1 = 0   # kernel time in ticks (tk)
     cdef bint run = False                               # in a run of single nodes (timed as one)
     live = <unsigned char*>calloc(nid + 1, 1)
     blive = <unsigned char*>calloc(nbt + 1, 1)
@@ -940,9 +950,9 @@ cdef int _ab_backward(int nid, bint full) except -1:
             # gradient sums its terms in the same order as with the engine off, bit for bit, and
             # memory is last touched as it would be there (after the engine's order, the trainer's
             # update that follows an RNN LM step was 31-53 us slower)
-            c1 = dyn_ticks()
+            c1 = _ticks()
             backward_nodes(nid, live)
-            tk += dyn_ticks() - c1
+            tk += _ticks() - c1
         else:
             for r in range(nlog - 1, -1, -1):   # the executed units in reverse
                 u = LOG[r]
@@ -950,7 +960,7 @@ cdef int _ab_backward(int nid, bint full) except -1:
                     if u > nid or not live[u]:
                         continue
                     if not run:
-                        c1 = dyn_ticks()
+                        c1 = _ticks()
                         run = True
                     node_backward(u, live)
                     if g.kerr:
@@ -960,18 +970,19 @@ cdef int _ab_backward(int nid, bint full) except -1:
                 if not blive[bi]:
                     continue
                 if run:
-                    tk += dyn_ticks() - c1
+                    tk += _ticks() - c1
                     run = False
                 tk += _batch_backward(g, &BT[bi], live, nid)
             if run:
-                tk += dyn_ticks() - c1
+                tk += _ticks() - c1
     finally:
         free(live)
         free(blive)
         free(inb)
     t1 = _now() - t0
     st_bwd += t1
-    st_bwd_sched += t1 - _seconds(tk, t1, dyn_ticks() - c0t)
+    if _timing:
+        st_bwd_sched += t1 - _seconds(tk, t1, _ticks() - c0t)
     return 0
 
 
@@ -1071,11 +1082,11 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
                 tp[k] = buf
         saved_nodes, saved_ipool = g.nodes, g.ipool
         g.nodes, g.ipool = BN, BI
-        c1 = dyn_ticks()
+        c1 = _ticks()
         for k in range(B.nargs):
             if BN[B.pn + 1 + k].g != NULL:
                 run_bwd(g, &BN[B.pn], k)
-        tk = dyn_ticks() - c1
+        tk = _ticks() - c1
         g.nodes, g.ipool = saved_nodes, saved_ipool
         if g.kerr:
             raise_kernel_error()
@@ -1108,9 +1119,12 @@ cdef int _resolve_bn(Graph* g, Batch* B, int k) noexcept:
 # ---------------------------------------------------------------- Python API
 
 def stats(bint reset=False):
-    """Counters of the engine since the last reset (see dyn.graph.autobatch_stats)."""
+    """Counters of the engine since the last reset (see dyn.graph.autobatch_stats). The first call
+    starts the counting of kernel time, from which the scheduling seconds come (until then the
+    engine does not read the tick counter around its kernels)."""
     global st_nodes, st_batches, st_batched, st_singles, st_calls, st_sched, st_fwd, st_bwd, st_bwd_sched
-    global st_inplace, st_permember, st_gathered, st_gbytes
+    global st_inplace, st_permember, st_gathered, st_gbytes, _timing
+    _timing = True
     out = {"forward_calls": st_calls, "nodes": st_nodes, "batches": st_batches, "batched_nodes": st_batched,
            "singles": st_singles, "args_in_place": st_inplace, "args_per_member": st_permember,
            "args_gathered": st_gathered, "gathered_bytes": st_gbytes,
