@@ -27,8 +27,6 @@ cdef extern from "_fastmath.h" nogil:
     void dyn_tanh_f32(float* y, const float* x, long n)
 
 cdef extern from "_smallblas.h" nogil:
-    void dyn_gemv_n_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
-    void dyn_gemv_t_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
     void dyn_ger_f32(int m, int n, float alpha, const float* x, const float* y, float* A, int lda)
 
 cdef extern from "_skinnygemm.h" nogil:
@@ -36,20 +34,15 @@ cdef extern from "_skinnygemm.h" nogil:
 
 cdef enum:
     WT_MIN_B = 8    # the minibatch from which a step's backward multiplies by Wh's transpose
-    # Wh of a step is 4H x H: up to H = 128 the compiled small-matrix loops beat
-    # OpenBLAS's per-call overhead (its ger is one axpy per column)
+    # Wh of a step is 4H x H: up to H = 128 the compiled rank-1 update beats OpenBLAS's
+    # per-call overhead (its ger is one axpy per column)
     SMALL = 4 * 128 * 128
 
 
 cdef void _gemv(char ta, int m, int n, real* A, real* x, double beta, real* y) noexcept:
-    """y = op(A) x + beta y for A m x n (lda m)."""
-    if real is float and <long>m * n <= SMALL:
-        if ta == b'N':
-            dyn_gemv_n_f32(m, n, 1.0, A, m, x, beta, y)
-        else:
-            dyn_gemv_t_f32(m, n, 1.0, A, m, x, beta, y)
-    else:
-        _blas.gemv(real_dtype(y), ta, m, n, 1.0, A, m, x, beta, y)
+    """y = op(A) x + beta y for A m x n (lda m): blas.gemv, which takes float32 up to 4H x H at
+    H = 128 through the compiled loops."""
+    _blas.gemv(real_dtype(y), ta, m, n, 1.0, A, m, x, beta, y)
 
 
 cdef void _ger(int m, int n, real* x, real* y, real* A) noexcept:
