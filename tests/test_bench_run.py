@@ -147,3 +147,36 @@ def test_rnnlm_step_by_step_loss_equals_the_transduce_loss():
     steps, n2 = lm.loss_steps(sents)
     assert n == n2 == 10
     assert abs(steps.scalar_value() - whole) < 1e-5 * abs(whole)
+
+
+def test_items_trains_exactly_that_many_whatever_the_time_budget(tmp_path):
+    """--items N stops after N items and only then, even past --time (and --quick's 5 s): a run
+    compared with another on the same examples must not stop early for being slower."""
+    data = _tiny_sst(tmp_path / "data")
+    kv = _run_task("treelstm.py", data, "--items", "5", "--time", "1e-9", "--quick")
+    assert int(kv["items"]) == 5
+    kv = _run_task("treelstm.py", data, "--time", "1e-9", "--quick")
+    assert int(kv["items"]) == 1        # without --items the budget stops it after the first item
+
+
+def test_gpu_train_check_compares_only_runs_of_the_same_items(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("gpu_train_check",
+                                                  os.path.join(ROOT, "bench", "gpu_train_check.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    runs = {}
+
+    def fake(data, script, extra, items, gpu, timeout):
+        return dict(runs[gpu]), 1.0, ""
+    monkeypatch.setattr(mod, "run", fake)
+    base = {"dev_acc": "0.8475", "train_loss": "0.78130", "items": "40"}
+    runs[False], runs[True] = base, dict(base, items="1", dev_acc="0.4804", train_loss="1.64390")
+    out = tmp_path / "t.md"
+    assert mod.main(["--items", "40", "--only", "Tree-LSTM, autobatched", "--out", str(out)]) == 1
+    assert "items trained differ" in out.read_text() and "CPU 40, GPU 1 of 40" in out.read_text()
+    runs[True] = dict(base, dev_acc="0.8480")
+    assert mod.main(["--items", "40", "--only", "Tree-LSTM, autobatched", "--out", str(out)]) == 0
+    assert "| same |" in out.read_text()
+    runs[True] = dict(base, dev_acc="0.7")
+    assert mod.main(["--items", "40", "--only", "Tree-LSTM, autobatched", "--out", str(out)]) == 1
+    assert "DIFFERENT" in out.read_text()

@@ -93,7 +93,8 @@ def parser(description, task=None, sparse=True):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--eval-every", type=int, default=0, help="evaluate dev every N training items")
     p.add_argument("--items", type=int, default=0,
-                   help="stop after N training items (sentences, trees or minibatches), whatever the time")
+                   help="train exactly N items (sentences, trees or minibatches): the time budget, "
+                   "--quick's included, is then ignored")
     # DyNet's own flags: dyn reads them when it is imported (--dynet-gpus 1 / --dynet-devices GPU:0
     # run the task on the GPU); argparse only has to accept them
     p.add_argument("--dynet-mem", default=None)
@@ -435,7 +436,10 @@ def emit(**kv):
 
 
 def train_loop(args, train, step, evaluate, unit, batches=None, phases=None):
-    """Train until ``args.time`` seconds of training (dev evaluation excluded) have passed.
+    """Train until ``args.time`` seconds of training (dev evaluation excluded) have passed, or,
+    with ``args.items``, for exactly that many items whatever the time: a run compared with
+    another (CPU against GPU, dyn against DyNet) must not stop early because it was slower, as a
+    GPU is on its first sentences while its kernels compile.
 
     ``step(item) -> (loss_sum, n_units)`` trains on one item (a sentence, a tree or a minibatch);
     ``evaluate() -> dict`` of dev metrics. Prints startup_time, the speed (``<unit>_per_sec``)
@@ -469,7 +473,7 @@ def train_loop(args, train, step, evaluate, unit, batches=None, phases=None):
             done_units += n
             done_items += 1
             since_eval += 1
-            finished = train_time >= args.time or (args.items and done_items >= args.items)
+            finished = done_items >= args.items if args.items else train_time >= args.time
             if finished or since_eval >= eval_every:
                 since_eval = 0
                 last = evaluate()
