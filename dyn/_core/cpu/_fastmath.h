@@ -78,11 +78,8 @@ static inline __attribute__((always_inline)) float dyn_expf_neg(float x) {
     return x < -87.3f ? 0.0f : p * s;
 }
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define DYN_CLONES_FM __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define DYN_CLONES_FM
-#endif
+#include "_clones.h"
+#define DYN_CLONES_FM DYN_TARGET_CLONES
 
 /* loops compiled per instruction set, chosen when the module loads */
 DYN_CLONES_FM static void dyn_tanh_f32(float* y, const float* x, long n) {

@@ -37,11 +37,8 @@ static inline void dyn_ftz_end(unsigned old) {
 #endif
 }
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define DYN_CLONES_OPT __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define DYN_CLONES_OPT
-#endif
+#include "_clones.h"
+#define DYN_CLONES_OPT DYN_TARGET_CLONES
 
 #if defined(__GNUC__)
 #define DYN_ALWAYS_INLINE inline __attribute__((always_inline))

@@ -8,11 +8,8 @@
 #define DYN_SMALLBLAS_H
 #include "_skinnygemm.h"   /* its sixteen-float vector type and helpers */
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define DYN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define DYN_CLONES
-#endif
+#include "_clones.h"
+#define DYN_CLONES DYN_TARGET_CLONES
 
 #define DYN_SMALLBLAS(T, S)                                                                  \
 DYN_CLONES static void dyn_gemv_n_##S(int m, int n, T alpha, const T* restrict A, int lda,     \
