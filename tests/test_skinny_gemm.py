@@ -5,12 +5,25 @@ blocking (rows past the 64- and 16-row blocks, columns past the 5- and
 6-column blocks, inner lengths past the vector width and the 1024 chunk), on
 leading dimensions larger than the block, with alpha and beta, and that
 beta = 0 writes C without reading it (BLAS's contract: NaN there must not
-leak)."""
+leak). The kernels are tested on every machine; gemm routes products to them
+only where they pay (AVX-512), which the dispatch tests switch on to check the
+rule itself."""
+
+import os
+import platform
 
 import numpy as np
 import pytest
 
 from dyn._core.cpu import blas
+
+
+@pytest.fixture
+def kernels_on():
+    """dyn's register kernels on (their default only with AVX-512), for the tests of the rule."""
+    old = blas._set_skinny(True)
+    yield
+    blas._set_skinny(old)
 
 # (m, k, n) of C (m x n) = op(A) op(B), op(A) m x k
 NN_SHAPES = [(1, 1, 1), (15, 7, 3), (16, 1, 1), (63, 17, 5), (64, 16, 6), (65, 33, 7), (130, 40, 13),
@@ -76,7 +89,7 @@ def test_nonfinite_inputs_propagate():
     assert np.isnan(C[5, 0]) and C[5, 1] == np.inf
 
 
-def test_dispatch_agrees_with_openblas_on_the_tasks_shapes():
+def test_dispatch_agrees_with_openblas_on_the_tasks_shapes(kernels_on):
     """gemm's own choice ('auto') gives OpenBLAS's result to float rounding on
     the shapes where it picks the kernels (a 10k softmax over a sentence, an
     LSTM step over a small minibatch and its weight gradient) and on shapes
@@ -98,7 +111,7 @@ def test_dispatch_agrees_with_openblas_on_the_tasks_shapes():
 
 @pytest.mark.parametrize("beta", [0.0, 1.0, 0.5])
 @pytest.mark.parametrize("m", [8200, 8203])
-def test_softmax_weight_gradient_computed_transposed(beta, m):
+def test_softmax_weight_gradient_computed_transposed(beta, m, kernels_on):
     """G += D X^T for a 10k-row G over 1,000 tokens and more runs as T = X D^T
     and G = beta G + T^T (dyn_add_transposed, in 32 x 32 tiles of 8 x 8 blocks
     transposed in registers): the same values as OpenBLAS's direct product, rows
@@ -114,13 +127,27 @@ def test_softmax_weight_gradient_computed_transposed(beta, m):
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
-def test_switch_routes_everything_to_openblas():
+def test_switch_routes_everything_to_openblas(kernels_on):
+    assert blas._skinny_path("NN", 10000, 22, 256) == "nn"
     old = blas._set_skinny(False)
     try:
         assert blas._skinny_path("NN", 10000, 22, 256) == "blas"
     finally:
         blas._set_skinny(old)
     assert blas._skinny_path("NN", 10000, 22, 256) == "nn"
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not os.path.exists("/proc/cpuinfo"),
+                    reason="reads the CPU's flags from Linux's /proc/cpuinfo on x86-64")
+def test_register_kernels_on_by_default_only_with_avx512():
+    """The kernels hold up to 24 sixteen-float accumulators: with AVX2 (16 registers of eight)
+    they spill and run several times slower than OpenBLAS (on an AMD Zen 3), so without AVX-512
+    every product goes to OpenBLAS and float32 matrix-vector products to the plain loops."""
+    with open("/proc/cpuinfo") as f:
+        flags = next(line for line in f if line.startswith("flags")).split()
+    assert blas.wide_kernels() == ("avx512f" in flags)
+    assert blas._skinny_path("NN", 10000, 22, 256) == ("nn" if "avx512f" in flags else "blas")
+    assert blas._skinny_path("TN", 256, 22, 10000) == ("tn" if "avx512f" in flags else "blas")
 
 
 def test_bad_calls_raise():
@@ -137,10 +164,12 @@ def test_bad_calls_raise():
 
 @pytest.mark.parametrize("op", ["N", "T"])
 @pytest.mark.parametrize("beta", [0.0, 1.0, 0.5])
-def test_matrix_vector_products_match_openblas(op, beta):
-    """float32 A x and A^T x through dyn's loops (vectors in registers, up to 2^16 elements;
-    past the last multiple of 16 rows: A x recomputes the last 16 rows, A^T x reads them
-    against x's last 16 with the rows already summed zeroed) agree with OpenBLAS's to float32
+@pytest.mark.parametrize("path", ["regs", "plain", "auto"])
+def test_matrix_vector_products_match_openblas(op, beta, path):
+    """float32 A x and A^T x through dyn's loops (regs: vectors in registers, up to 2^16
+    elements, past the last multiple of 16 rows A x recomputes the last 16 rows and A^T x reads
+    them against x's last 16 with the rows already summed zeroed; plain: the loops of
+    float64's; auto: gemv's own choice on this machine) agree with OpenBLAS's to float32
     rounding, with a leading dimension past m, and write nothing past y."""
     rng = np.random.default_rng(7)
     for m in (1, 7, 15, 16, 17, 33, 50, 128, 200, 257):
@@ -152,7 +181,7 @@ def test_matrix_vector_products_match_openblas(op, beta):
             ylen = m if op == "N" else n
             y0 = rng.standard_normal(ylen + 5, dtype=np.float32)
             got, ref = y0.copy(), y0.copy()
-            blas._gemv("auto", op, A, x, 0.7, beta, got[:ylen])
+            blas._gemv(path, op, A, x, 0.7, beta, got[:ylen])
             blas._gemv("blas", op, A, x, 0.7, beta, ref[:ylen])
             np.testing.assert_array_equal(got[ylen:], y0[ylen:])
             k = n if op == "N" else m

@@ -280,7 +280,9 @@ def test_float32_wide_minibatch_backward_through_wh_transposed(device, autobatch
     Wh's transpose, made once per backward pass in the lstm_step_weight alias's scratch: the
     gradients equal those of the product with Wh itself to float32 rounding, in a first backward
     pass and in a second one over the same graph after a trainer update changed Wh (the copy is
-    remade for each pass, never read stale)."""
+    remade for each pass, never read stale). The copy is made only where dyn's register kernels
+    are on (AVX-512 machines); they are switched on here so that it is checked on every machine."""
+    from dyn._core.cpu import blas as _cpu_blas
     from dyn._core.cpu import rnn as _cpu_rnn
 
     if device != "CPU":
@@ -289,6 +291,7 @@ def test_float32_wide_minibatch_backward_through_wh_transposed(device, autobatch
 
     def run(transposed):
         old = _cpu_rnn._set_wh_transposed(transposed)
+        old_regs = _cpu_blas._set_skinny(True)
         made = _cpu_rnn._wh_transposes()
         try:
             rng = np.random.RandomState(5)
@@ -313,6 +316,7 @@ def test_float32_wide_minibatch_backward_through_wh_transposed(device, autobatch
             return grads, _cpu_rnn._wh_transposes() - made
         finally:
             _cpu_rnn._set_wh_transposed(old)
+            _cpu_blas._set_skinny(old_regs)
 
     (plain, n_plain), (fast, n_fast) = run(False), run(True)
     assert n_plain == 0 and n_fast == 2     # one copy per backward pass, for the one sequence

@@ -20,11 +20,8 @@
 #ifndef DYN_SKINNYGEMM_H
 #define DYN_SKINNYGEMM_H
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define DYN_CLONES_SK __attribute__((target_clones("avx512f", "arch=haswell", "default")))
-#else
-#define DYN_CLONES_SK
-#endif
+#include "_clones.h"
+#define DYN_CLONES_SK DYN_TARGET_CLONES
 
 /* sixteen floats: one AVX-512 register, two AVX2 ones, four SSE ones. The
  * helpers taking and returning them are always inlined, so the note GCC gives
@@ -38,6 +35,20 @@
 typedef float dyn_v16 __attribute__((vector_size(64)));
 typedef float dyn_v16u __attribute__((vector_size(64), aligned(4)));
 #define DYN_SK_INLINE static inline __attribute__((always_inline))
+
+/* Whether this machine has AVX-512 (sixteen-float registers, 32 of them). The
+ * kernels here hold up to 24 sixteen-float accumulators; with AVX2 each is two
+ * of its 16 registers, so they spill on every step and run 3-15x slower than
+ * OpenBLAS (measured on an AMD EPYC, Zen 3). blas.pyx uses them only where
+ * this says yes. */
+static inline int dyn_wide_vectors(void) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+#else
+    return 0;
+#endif
+}
 
 DYN_SK_INLINE dyn_v16 dyn_sk_ld(const float* p) { return *(const dyn_v16u*)p; }
 DYN_SK_INLINE void dyn_sk_st(float* p, dyn_v16 x) { *(dyn_v16u*)p = x; }

@@ -1,5 +1,7 @@
 # BLAS for both float types, through scipy.linalg.cython_blas (no link flags).
 # dtype: 0 float32, 1 float64. Column-major, as BLAS and DyNet.
+# whether dyn's register kernels are in use (AVX-512 machines; blas._set_skinny switches them)
+cdef bint skinny_on() noexcept nogil
 cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
                void* A, int lda, void* B, int ldb, double beta, void* C, int ldc) noexcept nogil
 cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,

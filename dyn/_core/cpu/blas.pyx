@@ -14,6 +14,12 @@ peak there. And the weight gradient of a 10k softmax over 1,000 tokens and
 more, G += D X^T, is faster in OpenBLAS computed transposed (X D^T into a
 scratch, then added transposed). bench/gemm_shapes.py measures both paths
 shape by shape; the thresholds in _skinny below come from it.
+
+The register-blocked kernels (and float32 matrix-vector products in registers)
+are made for AVX-512's 32 sixteen-float registers. Without AVX-512 they spill
+and run several times slower than OpenBLAS, so there (an AVX2-only CPU, such as
+AMD's Zen 3, or another architecture) every such product goes to OpenBLAS, and
+float32 matrix-vector products to the plain loops up to 64 x 64, as float64's.
 """
 from posix.time cimport timespec, clock_gettime, CLOCK_MONOTONIC
 from libc.stdlib cimport malloc, free
@@ -24,6 +30,10 @@ from scipy.linalg.cython_blas cimport (
 cnp.import_array()
 
 cdef extern from "_smallblas.h" nogil:
+    void dyn_gemv_n_f32_plain(int m, int n, float alpha, const float* A, int lda, const float* x, float beta,
+                              float* y)
+    void dyn_gemv_t_f32_plain(int m, int n, float alpha, const float* A, int lda, const float* x, float beta,
+                              float* y)
     void dyn_gemv_n_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
     void dyn_gemv_t_f32(int m, int n, float alpha, const float* A, int lda, const float* x, float beta, float* y)
     void dyn_ger_f32(int m, int n, float alpha, const float* x, const float* y, float* A, int lda)
@@ -43,13 +53,21 @@ cdef extern from "_skinnygemm.h" nogil:
     void dyn_vadd_f32(long n, const float* x, float* y)
     void dyn_vadd_f64(long n, const double* x, double* y)
     double dyn_dot_f32d(long n, const float* x, const float* y)
+    int dyn_wide_vectors()
 
 cdef enum:
     SMALL = 64 * 64   # elements of a matrix below which our loops win
     SMALL_GEMV_F32 = 4 * 128 * 128   # float32 matrix-vector products: ours (registers) up to here
 
 
-cdef bint _skinny_on = True   # off only to measure OpenBLAS on the same shapes (_set_skinny)
+cdef bint _wide = dyn_wide_vectors()   # AVX-512: the register kernels pay (_skinnygemm.h)
+# dyn's register kernels in use: where they pay (AVX-512); _set_skinny switches them for tests and
+# bench/gemm_shapes.py
+cdef bint _skinny_on = _wide
+
+
+cdef bint skinny_on() noexcept nogil:
+    return _skinny_on
 
 
 cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
@@ -129,12 +147,18 @@ cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
                void* x, double beta, void* y) noexcept nogil:
     cdef float fa = alpha, fb = beta
     cdef int one = 1
-    if <long>m * n <= (SMALL_GEMV_F32 if dtype == 0 else SMALL):
+    if dtype == 0 and _skinny_on and <long>m * n <= SMALL_GEMV_F32:
+        if ta == b'N':
+            dyn_gemv_n_f32(m, n, fa, <float*>A, lda, <float*>x, fb, <float*>y)
+        else:
+            dyn_gemv_t_f32(m, n, fa, <float*>A, lda, <float*>x, fb, <float*>y)
+        return
+    if <long>m * n <= SMALL:
         if dtype == 0:
             if ta == b'N':
-                dyn_gemv_n_f32(m, n, fa, <float*>A, lda, <float*>x, fb, <float*>y)
+                dyn_gemv_n_f32_plain(m, n, fa, <float*>A, lda, <float*>x, fb, <float*>y)
             else:
-                dyn_gemv_t_f32(m, n, fa, <float*>A, lda, <float*>x, fb, <float*>y)
+                dyn_gemv_t_f32_plain(m, n, fa, <float*>A, lda, <float*>x, fb, <float*>y)
         elif ta == b'N':
             dyn_gemv_n_f64(m, n, alpha, <double*>A, lda, <double*>x, beta, <double*>y)
         else:
@@ -224,9 +248,16 @@ cdef void outer_acc(int dtype, int m, int k, int nb, void* D, void* X, void* G) 
 # ---------------------------------------------------------------- for tests and bench/gemm_shapes.py
 
 
+def wide_kernels():
+    """Whether this machine has AVX-512, where dyn's register kernels are on by default."""
+    return bool(_wide)
+
+
 def _set_skinny(bint on):
-    """Route float32 products with one small side to _skinnygemm.h (on, the
-    default) or always to OpenBLAS; returns the previous setting."""
+    """Route float32 products with one small side to _skinnygemm.h, and float32
+    matrix-vector products up to 4 x 128 x 128 elements to the register loops
+    (on: the default with AVX-512), or to OpenBLAS and the plain loops (off: the
+    default elsewhere); returns the previous setting."""
     global _skinny_on
     cdef bint old = _skinny_on
     _skinny_on = on
@@ -243,9 +274,10 @@ def _skinny_path(str op, int m, int n, int k):
 def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double beta, cnp.ndarray y,
           int reps=1):
     """y = alpha op(A) x + beta y for a float32 Fortran-ordered A (op: 'N' or 'T'; its leading
-    dimension A.shape[0], m = A.shape[0] unless x and y say less) through 'blas' (OpenBLAS) or
-    'auto' (gemv's dispatch: dyn's loops up to SMALL_GEMV_F32 elements); repeated reps times,
-    returns the seconds per call."""
+    dimension A.shape[0], m = A.shape[0] unless x and y say less) through 'blas' (OpenBLAS),
+    'regs' (dyn's register loops), 'plain' (dyn's plain loops) or 'auto' (gemv's dispatch: the
+    register loops up to SMALL_GEMV_F32 elements where they are on, else the plain ones up to
+    SMALL); repeated reps times, returns the seconds per call."""
     cdef int lda = A.shape[0], m, n, one = 1
     cdef char cta
     cdef float fa = alpha, fb = beta
@@ -261,13 +293,21 @@ def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double b
     if A.ndim != 2 or m > lda or (x.shape[0] if op == "N" else y.shape[0]) != n:
         raise ValueError(f"_gemv: op {op} of {(<object>A).shape} does not fit x {(<object>x).shape}, "
                          f"y {(<object>y).shape}")
-    if path not in ("auto", "blas"):
-        raise ValueError(f"_gemv: path {path!r} is not auto or blas")
+    if path not in ("auto", "blas", "regs", "plain"):
+        raise ValueError(f"_gemv: path {path!r} is not auto, blas, regs or plain")
     cta = ord(op)
     clock_gettime(CLOCK_MONOTONIC, &t0)
     for r in range(reps):
         if path == "auto":
             gemv(0, cta, m, n, alpha, A.data, lda, x.data, beta, y.data)
+        elif path == "regs" and cta == b'N':
+            dyn_gemv_n_f32(m, n, fa, <float*>A.data, lda, <float*>x.data, fb, <float*>y.data)
+        elif path == "regs":
+            dyn_gemv_t_f32(m, n, fa, <float*>A.data, lda, <float*>x.data, fb, <float*>y.data)
+        elif path == "plain" and cta == b'N':
+            dyn_gemv_n_f32_plain(m, n, fa, <float*>A.data, lda, <float*>x.data, fb, <float*>y.data)
+        elif path == "plain":
+            dyn_gemv_t_f32_plain(m, n, fa, <float*>A.data, lda, <float*>x.data, fb, <float*>y.data)
         else:
             sgemv(&cta, &m, &n, &fa, <float*>A.data, &lda, <float*>x.data, &one, &fb, <float*>y.data, &one)
     clock_gettime(CLOCK_MONOTONIC, &t1)

@@ -289,14 +289,15 @@ def _wh_transposes():
 cdef float* _wh_transposed(Graph* g, Step* L) noexcept:
     """Wh^T (H x 4H), made once per backward pass in the lstm_step_weight alias's scratch, for a
     float32 step over a minibatch of WT_MIN_B or more; NULL where the product with Wh itself is
-    as fast (narrower minibatches, H < WT_MIN_H: no scratch) or the step reads Wh directly.
+    as fast (narrower minibatches, H < WT_MIN_H: no scratch; a machine without AVX-512, where
+    OpenBLAS takes both products) or the step reads Wh directly.
     Wh^T D with A^T's copy is an A B product, which runs at 1.3-2x the speed of A^T B on an
     LSTM's shapes (bench/gemm_shapes.py: 256 x n x 1024, n = 8-128); making the copy costs about
     as much as one step's product, and a sequence has one per step."""
     global _wt_made
     cdef Node* w = L.Wh
     cdef int key
-    if not _wt_on or L.B < WT_MIN_B or w.op != OP_WEIGHT or w.naux == 0 or w.aux == NULL:
+    if not _wt_on or not _blas.skinny_on() or L.B < WT_MIN_B or w.op != OP_WEIGHT or w.naux == 0 or w.aux == NULL:
         return NULL
     key = <int>(g.nbwd & 0x3fffffff) + 1
     if w.ia[0] != key:
