@@ -10,7 +10,7 @@ steps (n = its length), an LSTM step's gate product over a minibatch (n = its si
 Tree-LSTM's 640 x 256 gate matrix over a tree level, weight gradients from a batch of k
 columns, and smaller per-example layers.
 
-    python bench/gemm_shapes.py [--time S] [--quick]
+    python bench/gemm_shapes.py [--time S] [--quick] [--ops NN,TN,NT] [--cols]
 """
 
 import argparse
@@ -59,11 +59,11 @@ def timed(path, op, A, B, C, budget):
     return blas._gemm(path, op, A, B, 1.0, 1.0, C, reps)
 
 
-def compare(op, m, n, k, budget, rng):
+def compare(op, m, n, k, budget, rng, own=None):
     A = np.asfortranarray(rng.standard_normal((m, k) if op[0] == "N" else (k, m), dtype=np.float32))
     B = np.asfortranarray(rng.standard_normal((k, n) if op[1] == "N" else (n, k), dtype=np.float32))
     C0 = np.asfortranarray(rng.standard_normal((m, n), dtype=np.float32))
-    own = op.lower()
+    own = own or op.lower()
     ref, got = C0.copy(order="F"), C0.copy(order="F")
     blas._gemm("blas", op, A, B, 1.0, 1.0, ref)
     blas._gemm(own, op, A, B, 1.0, 1.0, got)
@@ -84,6 +84,9 @@ def main(argv=None):
     p.add_argument("--time", type=float, default=0.05, help="seconds per path per round and shape")
     p.add_argument("--quick", action="store_true", help="two shapes per product, short runs")
     p.add_argument("--ops", default="NN,TN,NT", help="which products, comma-separated (default: all three)")
+    p.add_argument("--cols", action="store_true",
+                   help="OpenBLAS against a matrix-vector product per column (the path machines "
+                   "without AVX-512 take at 1-8 columns), on the A B and A^T B shapes of up to 16 columns")
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
     shapes = QUICK if args.quick else SHAPES
@@ -91,8 +94,12 @@ def main(argv=None):
     print(f"{'op':4} {'m':>6} {'n':>4} {'k':>6}  {'OpenBLAS us':>11} {'dyn us':>9} {'ratio':>6}  "
           "auto  rel.err")
     for op in args.ops.split(","):
+        if args.cols and op == "NT":
+            continue
         for m, n, k in shapes[op]:
-            b, d, err = compare(op, m, n, k, budget, rng)
+            if args.cols and n > 16:
+                continue
+            b, d, err = compare(op, m, n, k, budget, rng, "cols" if args.cols else None)
             auto = blas._skinny_path(op, m, n, k)
             print(f"{op:4} {m:6d} {n:4d} {k:6d}  {b * 1e6:11.1f} {d * 1e6:9.1f} {b / d:6.2f}  "
                   f"{auto:4}  {err:.1e}", flush=True)

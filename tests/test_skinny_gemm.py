@@ -186,3 +186,45 @@ def test_matrix_vector_products_match_openblas(op, beta, path):
             np.testing.assert_array_equal(got[ylen:], y0[ylen:])
             k = n if op == "N" else m
             np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-6 * np.sqrt(k), err_msg=f"{m} x {n}")
+
+
+@pytest.mark.parametrize("op", ["NN", "TN"])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
+def test_products_as_one_matrix_vector_product_per_column(op, alpha, beta):
+    """Without AVX-512, A B and A^T B of 1-8 columns run as one matrix-vector product per column
+    ('cols': OpenBLAS packs the whole A for each such product there): the same values as
+    OpenBLAS's gemm, leading dimensions honoured, rows past m untouched, and beta = 0 writing C
+    without reading it."""
+    for i, (m, k, n) in enumerate([(640, 256, 1), (640, 256, 3), (65, 70, 8), (256, 640, 5), (33, 129, 2)]):
+        for pad in (0, 3):
+            A, B, C = _case(op, m, n, k, pad, seed=20 + i)
+            if beta == 0:
+                C[:m] = np.nan
+            want, scale = _ref(op, A, B, np.nan_to_num(C), m, n, k, alpha, beta)
+            got = C.copy(order="F")
+            blas._gemm("cols", op, A, B, alpha, beta, got, dims=(m, n, k))
+            np.testing.assert_array_equal(got[m:], C[m:])
+            np.testing.assert_allclose(got[:m], want[:m], rtol=1e-5, atol=2e-6 * scale,
+                                       err_msg=f"{op} m={m} k={k} n={n} pad={pad}")
+
+
+def test_without_the_register_kernels_narrow_products_go_column_by_column():
+    old = blas._set_skinny(False)
+    try:
+        for op, (m, n, k), expect in [("NN", (640, 2, 256), "cols"), ("NN", (640, 8, 256), "cols"),
+                                      ("NN", (640, 9, 256), "blas"), ("TN", (256, 4, 640), "cols"),
+                                      ("NN", (1024, 1, 256), "cols"), ("NN", (32, 4, 100), "blas"),
+                                      ("NT", (640, 256, 4), "blas"), ("NN", (10000, 22, 256), "blas")]:
+            assert blas._skinny_path(op, m, n, k) == expect, (op, m, n, k)
+        A, B, C = _case("NN", 640, 4, 256, 0, seed=9)
+        auto, ref = C.copy(order="F"), C.copy(order="F")
+        blas._gemm("auto", "NN", A, B, 0.5, 1.0, auto)
+        blas._gemm("blas", "NN", A, B, 0.5, 1.0, ref)
+        np.testing.assert_allclose(auto, ref, rtol=1e-4, atol=1e-4 * np.sqrt(256))
+        old_cols = blas._set_cols(False)
+        try:
+            assert blas._skinny_path("NN", 640, 2, 256) == "blas"
+        finally:
+            blas._set_cols(old_cols)
+    finally:
+        blas._set_skinny(old)

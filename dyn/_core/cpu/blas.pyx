@@ -104,6 +104,29 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
     return 2 if n <= 24 and size >= (1 << 20) else 0
 
 
+cdef enum:
+    COLS_MAX_N = 8            # a product of up to this many columns ...
+    COLS_MIN_SIZE = 1 << 12   # ... with an A of at least this many elements: one gemv per column
+
+
+cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
+    """_skinny's choice where dyn's register kernels are on (AVX-512); elsewhere 5 (one
+    matrix-vector product per column) for A B and A^T B of 1-8 columns with an A of 2^12
+    elements or more, and 0 (OpenBLAS) for the rest. Without AVX-512, OpenBLAS (its Haswell
+    kernels) packs the whole A for each such product: on an AMD EPYC (Zen 3) a Tree-LSTM
+    level's 640 x 256 gates took 139-165 us at 2-8 columns, against 23-104 us as separate
+    matrix-vector products (equal at 16 columns), which made automatic batching slower than
+    none there (bench/gemm_shapes.py --cols)."""
+    if _skinny_on:
+        return _skinny(ta, tb, m, n, k)
+    if _cols_on and tb == b'N' and n <= COLS_MAX_N and <long>m * k >= COLS_MIN_SIZE:
+        return 5
+    return 0
+
+
+cdef bint _cols_on = True   # off only to measure OpenBLAS on the same shapes (_set_cols)
+
+
 cdef bint _nt_transposed(int m, int n, int k, float alpha, float* A, int lda, float* B, int ldb, float beta,
                          float* C, int ldc) noexcept nogil:
     """C = alpha A B^T + beta C computed as T = alpha B A^T (n x m) and C = beta C + T^T;
@@ -122,11 +145,18 @@ cdef bint _nt_transposed(int m, int n, int k, float alpha, float* A, int lda, fl
 cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
                void* A, int lda, void* B, int ldb, double beta, void* C, int ldc) noexcept nogil:
     cdef float fa = alpha, fb = beta
-    cdef int which
+    cdef int which, j
     if m == 0 or n == 0:
         return
     if dtype == 0:
-        which = _skinny(ta, tb, m, n, k)
+        which = _path(ta, tb, m, n, k)
+        if which == 5:
+            for j in range(n):
+                if ta == b'N':
+                    gemv(0, b'N', m, k, alpha, A, lda, <float*>B + <long>j * ldb, beta, <float*>C + <long>j * ldc)
+                else:
+                    gemv(0, b'T', k, m, alpha, A, lda, <float*>B + <long>j * ldb, beta, <float*>C + <long>j * ldc)
+            return
         if which == 1:
             dyn_sgemm_nn(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
             return
@@ -264,11 +294,22 @@ def _set_skinny(bint on):
     return old
 
 
+def _set_cols(bint on):
+    """Without dyn's register kernels: A B and A^T B of 1-8 columns as one matrix-vector
+    product per column (on, the default) or through OpenBLAS's gemm; returns the previous
+    setting."""
+    global _cols_on
+    cdef bint old = _cols_on
+    _cols_on = on
+    return old
+
+
 def _skinny_path(str op, int m, int n, int k):
     """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' (dyn's
-    kernels), 'nt-transposed' (OpenBLAS on the transposed product) or 'blas'
-    (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T)."""
-    return ("blas", "nn", "tn", "nt", "nt-transposed")[_skinny(ord(op[0]), ord(op[1]), m, n, k)]
+    kernels), 'nt-transposed' (OpenBLAS on the transposed product), 'cols' (a
+    matrix-vector product per column) or 'blas' (op: 'NN' for A B, 'TN' for A^T B,
+    'NT' for A B^T)."""
+    return ("blas", "nn", "tn", "nt", "nt-transposed", "cols")[_path(ord(op[0]), ord(op[1]), m, n, k)]
 
 
 def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double beta, cnp.ndarray y,
@@ -318,7 +359,8 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
           int reps=1, dims=None):
     """C = alpha op(A) op(B) + beta C for float32 Fortran-ordered arrays (op: 'NN',
     'TN' or 'NT') through one path: 'blas' (OpenBLAS), 'nn', 'tn' or 'nt'
-    (_skinnygemm.h, for its op), or 'auto' (gemm's dispatch); repeated reps
+    (_skinnygemm.h, for its op), 'cols' (a matrix-vector product per column,
+    NN and TN) or 'auto' (gemm's dispatch); repeated reps
     times, returns the seconds per call (timed in C). dims = (m, n, k)
     multiplies the leading blocks of the arrays, whose first dimensions are then
     the leading dimensions (lda > m and so on)."""
@@ -326,7 +368,7 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
     cdef int m, n, k
     cdef char cta, ctb
     cdef float fa = alpha, fb = beta
-    cdef int r, kind
+    cdef int r, kind, j
     cdef timespec t0, t1
     if op not in ("NN", "TN", "NT"):
         raise ValueError(f"_gemm: op {op!r} is not one of NN, TN, NT")
@@ -341,9 +383,13 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             and acols <= A.shape[1] and brows <= B.shape[0] and bcols <= B.shape[1]):
         raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {op} of arrays "
                          f"{(<object>A).shape}, {(<object>B).shape}, {(<object>C).shape}")
-    kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3}[path]
-    if kind > 0 and path.upper() != op:
+    if path not in ("auto", "blas", "nn", "tn", "nt", "cols"):
+        raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt or cols")
+    kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3, "cols": 5}[path]
+    if 0 < kind < 5 and path.upper() != op:
         raise ValueError(f"_gemm: path {path} is for op {path.upper()}, not {op}")
+    if kind == 5 and op == "NT":
+        raise ValueError("_gemm: path cols is for NN and TN")
     clock_gettime(CLOCK_MONOTONIC, &t0)
     for r in range(reps):
         if kind == -1:
@@ -355,6 +401,10 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             dyn_sgemm_nn(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
         elif kind == 2:
             dyn_sgemm_tn(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
+        elif kind == 5:
+            for j in range(n):
+                gemv(0, cta, m if cta == b'N' else k, k if cta == b'N' else m, alpha, A.data, lda,
+                     <float*>B.data + <long>j * ldb, beta, <float*>C.data + <long>j * ldc)
         else:
             dyn_sgemm_nt(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
     clock_gettime(CLOCK_MONOTONIC, &t1)
