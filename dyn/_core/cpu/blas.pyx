@@ -142,20 +142,25 @@ cdef bint _nt_transposed(int m, int n, int k, float alpha, float* A, int lda, fl
     return True
 
 
+cdef void _gemm_cols(char ta, int m, int n, int k, double alpha, void* A, int lda, void* B, int ldb,
+                     double beta, void* C, int ldc) noexcept nogil:
+    """float32 C = alpha op(A) B + beta C as one matrix-vector product per column (_path's 5)."""
+    cdef int j
+    for j in range(n):
+        gemv(0, ta, m if ta == b'N' else k, k if ta == b'N' else m, alpha, A, lda,
+             <float*>B + <long>j * ldb, beta, <float*>C + <long>j * ldc)
+
+
 cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
                void* A, int lda, void* B, int ldb, double beta, void* C, int ldc) noexcept nogil:
     cdef float fa = alpha, fb = beta
-    cdef int which, j
+    cdef int which
     if m == 0 or n == 0:
         return
     if dtype == 0:
         which = _path(ta, tb, m, n, k)
         if which == 5:
-            for j in range(n):
-                if ta == b'N':
-                    gemv(0, b'N', m, k, alpha, A, lda, <float*>B + <long>j * ldb, beta, <float*>C + <long>j * ldc)
-                else:
-                    gemv(0, b'T', k, m, alpha, A, lda, <float*>B + <long>j * ldb, beta, <float*>C + <long>j * ldc)
+            _gemm_cols(ta, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
             return
         if which == 1:
             dyn_sgemm_nn(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
@@ -368,7 +373,7 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
     cdef int m, n, k
     cdef char cta, ctb
     cdef float fa = alpha, fb = beta
-    cdef int r, kind, j
+    cdef int r, kind
     cdef timespec t0, t1
     if op not in ("NN", "TN", "NT"):
         raise ValueError(f"_gemm: op {op!r} is not one of NN, TN, NT")
@@ -402,9 +407,7 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
         elif kind == 2:
             dyn_sgemm_tn(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
         elif kind == 5:
-            for j in range(n):
-                gemv(0, cta, m if cta == b'N' else k, k if cta == b'N' else m, alpha, A.data, lda,
-                     <float*>B.data + <long>j * ldb, beta, <float*>C.data + <long>j * ldc)
+            _gemm_cols(cta, m, n, k, alpha, A.data, lda, B.data, ldb, beta, C.data, ldc)
         else:
             dyn_sgemm_nt(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
     clock_gettime(CLOCK_MONOTONIC, &t1)
