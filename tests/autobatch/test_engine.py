@@ -415,6 +415,47 @@ def test_lstm_steps_with_dropped_batch_members():
     _assert_same(res[0][:2], res[1][:2])
 
 
+def test_batched_lstm_steps_leave_their_weight_gradient_to_the_alias(device):
+    """The builders' steps read Wh through an lstm_step_weight alias; batched across sequences,
+    a batch leaves its dWh columns to that alias, whose backward (after every batch's) makes one
+    product of them and the single steps'. The gradients equal the unbatched graph's in a full
+    backward, in a backward from one sequence's loss (the other sequences' batches not live), and
+    in a second backward of the same graph (no column of the first pass is taken twice)."""
+    from dyn._core.cpu import rnn as _rnn
+
+    res = []
+    for ab in (False, True):
+        m = dy.ParameterCollection()
+        fwd = dy.VanillaLSTMBuilder(1, D, 5, m)
+        bwd = dy.VanillaLSTMBuilder(1, D, 5, m)
+        E = m.lookup_parameters_from_numpy(np.random.RandomState(2).uniform(-1, 1, (10, D)))
+        rs = np.random.RandomState(1)
+        for p in m.parameters_list():
+            p.set_value(rs.uniform(-0.5, 0.5, size=p.shape()))
+        dy.renew_cg(autobatching=ab)
+        f0, b0 = fwd.initial_state(), bwd.initial_state()
+        losses = []
+        for k, n in enumerate((3, 6, 4, 6, 1)):      # character LSTMs of a sentence's words
+            xs = [E[(k + t) % 10] for t in range(n)]
+            h = dy.concatenate([f0.transduce(xs)[-1], b0.transduce(xs[::-1])[-1]])
+            losses.append(dy.sum_elems(dy.tanh(h)) * (k + 1))
+        total = dy.esum(losses)
+        total.value()
+        out = []
+        _rnn._deferred_columns(reset=True)
+        for loss in (total, losses[1], total):
+            for p in m.parameters_list():
+                p.write_grads(0)
+            E.write_grads(0)
+            loss.backward()
+            out += [p.grad_as_array() for p in m.parameters_list()] + [E.grad_as_array()]
+        res.append((total.value(), out, _rnn._deferred_columns()))
+    assert res[0][2] == 0                       # nothing batched, nothing deferred
+    if device == "CPU":
+        assert res[1][2] > 0                     # the batches' columns went to the alias
+    _assert_same(res[0][:2], res[1][:2])
+
+
 def test_dropped_members_sink_is_zeroed_and_large_enough(device, monkeypatch):
     """The sink that takes the gradients (and the aux) of batch members cg_revert dropped: on the
     GPU stand-in, with every new device block filled with signalling NaNs (np.empty gives whatever

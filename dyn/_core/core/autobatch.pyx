@@ -48,9 +48,10 @@ gradient goes into a zeroed buffer that is then added into each member's
 gradient (scatter-add). Shared arguments accumulate into
 their own gradient directly. Weight "alias" nodes (lstm_step_weight,
 tree_weights), through which single nodes defer their weight products, are
-replaced inside batches by the weight itself, so a batch does its weight
-gradient as one matrix product; the alias still gathers for the single nodes
-(members of batches carry F_AB and are skipped there).
+replaced inside batches by the weight itself; the alias still gathers for the single nodes
+(members of batches carry F_AB and are skipped there). Its backward runs after every batch whose
+members read it, so a batch's copy of the weight is flagged F_VIA_ALIAS, and a kernel may leave
+its part of the weight's gradient to the alias (the LSTM steps do: one product per weight).
 """
 from libc.stdlib cimport malloc, realloc, free, calloc, qsort
 from libc.string cimport memcpy, memset, memcmp
@@ -61,7 +62,7 @@ from dyn._core.core.graph cimport (
     set_autobatch_engine, node_desc,
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_AUXHEAD, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT,
     ABA_SHARE, ABA_CATAUX,
-    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS, F_GFRESH, MAX_ELEMS, DEV_CPU)
+    F_DONE, F_NG, F_PGRAD, F_FIXED, F_AB, F_PTRS, F_GFRESH, F_VIA_ALIAS, MAX_ELEMS, DEV_CPU)
 import numpy as np
 
 
@@ -1019,7 +1020,7 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
     cdef long base, tot, o, L, off
     cdef char* q
     cdef char* buf
-    cdef bint direct
+    cdef bint direct, via
     cdef Node* saved_nodes
     cdef int* saved_ipool
     cdef double tk = 0
@@ -1037,8 +1038,10 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
             mode = BI[base]
             A = &BN[B.pn + 1 + k]
             if mode == ABA_SHARE:
-                u = _resolve_bn(g, B, k)
+                u = _resolve_bn(g, B, k, &via)
                 A[0] = g.nodes[u]
+                if via:
+                    A.flags |= F_VIA_ALIAS
                 if u > nid or not live[u]:
                     A.g = NULL
                 continue
@@ -1106,13 +1109,18 @@ cdef double _batch_backward(Graph* g, Batch* B, unsigned char* live, int nid) ex
     return tk
 
 
-cdef int _resolve_bn(Graph* g, Batch* B, int k) noexcept:
-    """The node a shared argument k of batch B stands for (its first live member's)."""
-    cdef int j, u
+cdef int _resolve_bn(Graph* g, Batch* B, int k, bint* via) noexcept:
+    """The node a shared argument k of batch B stands for (its first live member's); via: whether
+    that member reads it through a weight alias."""
+    cdef int j, u, a
+    via[0] = False
     for j in range(B.m):
         u = BI[B.mem + j]
         if u >= 0:
-            return _resolve(g, g.ipool[g.nodes[u].arg_off + k])
+            a = g.ipool[g.nodes[u].arg_off + k]
+            u = _resolve(g, a)
+            via[0] = u != a
+            return u
     return 0
 
 

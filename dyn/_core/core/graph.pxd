@@ -23,6 +23,9 @@ cdef enum:
     F_AB = 32         # computed inside an automatic batch: its aux belongs to the batch
     F_PTRS = 64       # a batch's argument given per member: v and g are arrays of element pointers
     F_GFRESH = 128    # gradient memory not zeroed: its one consumer's backward writes it (see mark_fresh)
+    F_VIA_ALIAS = 256 # a batch's shared argument that its members read through a weight alias
+                      # (AB_ALIAS): the alias's backward runs after the batch's, so a kernel may
+                      # leave its part of that gradient to the alias (lstm_step: dyn/_core/cpu/rnn.pyx)
 
 ctypedef struct Dim:
     int d[7]
