@@ -191,11 +191,12 @@ def test_matrix_vector_products_match_openblas(op, beta, path):
 @pytest.mark.parametrize("op", ["NN", "TN"])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
 def test_products_as_one_matrix_vector_product_per_column(op, alpha, beta):
-    """Without AVX-512, A B and A^T B of 1-8 columns run as one matrix-vector product per column
+    """Without AVX-512, A B and A^T B of few columns run as one matrix-vector product per column
     ('cols': OpenBLAS packs the whole A for each such product there): the same values as
     OpenBLAS's gemm, leading dimensions honoured, rows past m untouched, and beta = 0 writing C
     without reading it."""
-    for i, (m, k, n) in enumerate([(640, 256, 1), (640, 256, 3), (65, 70, 8), (256, 640, 5), (33, 129, 2)]):
+    for i, (m, k, n) in enumerate([(640, 256, 1), (640, 256, 3), (65, 70, 8), (256, 640, 5), (33, 129, 2),
+                                   (256, 64, 12), (64, 256, 10)]):
         for pad in (0, 3):
             A, B, C = _case(op, m, n, k, pad, seed=20 + i)
             if beta == 0:
@@ -213,6 +214,10 @@ def test_without_the_register_kernels_narrow_products_go_column_by_column():
     try:
         for op, (m, n, k), expect in [("NN", (640, 2, 256), "cols"), ("NN", (640, 8, 256), "cols"),
                                       ("NN", (640, 9, 256), "blas"), ("TN", (256, 4, 640), "cols"),
+                                      ("NN", (256, 12, 64), "cols"), ("NN", (256, 13, 64), "blas"),
+                                      ("NN", (256, 12, 128), "cols"), ("NN", (512, 12, 128), "blas"),
+                                      ("TN", (64, 10, 256), "cols"), ("TN", (64, 11, 256), "blas"),
+                                      ("TN", (256, 10, 20), "blas"), ("NN", (256, 10, 15), "blas"),
                                       ("NN", (1024, 1, 256), "cols"), ("NN", (32, 4, 100), "blas"),
                                       ("NT", (640, 256, 4), "blas"), ("NN", (10000, 22, 256), "blas")]:
             assert blas._skinny_path(op, m, n, k) == expect, (op, m, n, k)

@@ -107,19 +107,32 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
 cdef enum:
     COLS_MAX_N = 8            # a product of up to this many columns ...
     COLS_MIN_SIZE = 1 << 12   # ... with an A of at least this many elements: one gemv per column
+    COLS_SMALL_SIZE = 1 << 15 # an A of 2^12 to 2^15 elements: also A B of up to 12 columns,
+    COLS_SMALL_N = 12         # A^T B of up to 10 whose inner dimension k is 64 or more
+    COLS_SMALL_N_T = 10
 
 
 cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     """_skinny's choice where dyn's register kernels are on (AVX-512); elsewhere 5 (one
     matrix-vector product per column) for A B and A^T B of 1-8 columns with an A of 2^12
-    elements or more, and 0 (OpenBLAS) for the rest. Without AVX-512, OpenBLAS (its Haswell
+    elements or more, and of 9-12 (A B) or 9-10 (A^T B, k >= 64) columns with an A of 2^12 to
+    2^15 elements; 0 (OpenBLAS) for the rest. Without AVX-512, OpenBLAS (its Haswell
     kernels) packs the whole A for each such product: on an AMD EPYC (Zen 3) a Tree-LSTM
     level's 640 x 256 gates took 139-165 us at 2-8 columns, against 23-104 us as separate
     matrix-vector products (equal at 16 columns), which made automatic batching slower than
-    none there (bench/gemm_shapes.py --cols)."""
+    none there (bench/gemm_shapes.py --cols). A smaller A packs faster but not in proportion:
+    at 10 columns, OpenBLAS over the column loop (median of 7 alternating rounds) was 1.6-2.0
+    for A B with A 256 x 20, 256 x 64, 200 x 128, 64 x 256 (a character LSTM's Wh batched across
+    a sentence's words), 1.2-1.6 for A^T B with k >= 64 (0.79 at k = 20), and 0.86-1.06 with A
+    640 x 256 or 256 x 1024."""
     if _skinny_on:
         return _skinny(ta, tb, m, n, k)
-    if _cols_on and tb == b'N' and n <= COLS_MAX_N and <long>m * k >= COLS_MIN_SIZE:
+    cdef long size = <long>m * k
+    if not _cols_on or tb != b'N' or size < COLS_MIN_SIZE:
+        return 0
+    if n <= COLS_MAX_N:
+        return 5
+    if size <= COLS_SMALL_SIZE and (n <= COLS_SMALL_N if ta == b'N' else (n <= COLS_SMALL_N_T and k >= 64)):
         return 5
     return 0
 
