@@ -226,10 +226,16 @@ def test_without_the_register_kernels_narrow_products_go_column_by_column():
         blas._gemm("auto", "NN", A, B, 0.5, 1.0, auto)
         blas._gemm("blas", "NN", A, B, 0.5, 1.0, ref)
         np.testing.assert_allclose(auto, ref, rtol=1e-4, atol=1e-4 * np.sqrt(256))
-        old_cols = blas._set_cols(False)
+        old_cols = blas._set_cols(1)
         try:
+            assert blas._skinny_path("NN", 256, 12, 64) == "blas"    # level 1: only 1-8 columns
+            assert blas._skinny_path("NN", 640, 2, 256) == "cols"
+            blas._set_cols(0)
             assert blas._skinny_path("NN", 640, 2, 256) == "blas"
+            with pytest.raises(ValueError, match="level 0, 1 or 2"):
+                blas._set_cols(3)
         finally:
             blas._set_cols(old_cols)
+        assert old_cols == 2
     finally:
         blas._set_skinny(old)

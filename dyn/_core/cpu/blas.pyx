@@ -132,12 +132,12 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
         return 0
     if n <= COLS_MAX_N:
         return 5
-    if size <= COLS_SMALL_SIZE and (n <= COLS_SMALL_N if ta == b'N' else (n <= COLS_SMALL_N_T and k >= 64)):
+    if _cols_on == 2 and size <= COLS_SMALL_SIZE and (n <= COLS_SMALL_N if ta == b'N' else (n <= COLS_SMALL_N_T and k >= 64)):
         return 5
     return 0
 
 
-cdef bint _cols_on = True   # off only to measure OpenBLAS on the same shapes (_set_cols)
+cdef int _cols_on = 2       # below 2 only to measure OpenBLAS on the same shapes (_set_cols)
 
 
 cdef bint _nt_transposed(int m, int n, int k, float alpha, float* A, int lda, float* B, int ldb, float beta,
@@ -312,13 +312,15 @@ def _set_skinny(bint on):
     return old
 
 
-def _set_cols(bint on):
-    """Without dyn's register kernels: A B and A^T B of 1-8 columns as one matrix-vector
-    product per column (on, the default) or through OpenBLAS's gemm; returns the previous
-    setting."""
+def _set_cols(int level):
+    """Without dyn's register kernels: A B and A^T B of few columns as one matrix-vector product
+    per column by _path's whole rule (2, the default), only those of 1-8 columns (1), or none
+    (0: every product through OpenBLAS's gemm); returns the previous setting."""
     global _cols_on
-    cdef bint old = _cols_on
-    _cols_on = on
+    cdef int old = _cols_on
+    if not 0 <= level <= 2:
+        raise ValueError(f"_set_cols: level 0, 1 or 2, got {level}")
+    _cols_on = level
     return old
 
 

@@ -361,6 +361,18 @@ cdef long _def_pass = -1     # the backward pass (g.nbwd) the records belong to
 cdef long _def_taken = 0     # columns the aliases took from batches (tests)
 
 
+cdef bint _def_on = True     # off only to measure a batch's own product (_set_defer)
+
+
+def _set_defer(bint on):
+    """Let batches of steps leave their dWh columns to the alias (on, the default) or make their
+    own product (off: for measurements); returns the previous setting."""
+    global _def_on
+    cdef bint old = _def_on
+    _def_on = on
+    return old
+
+
 def _deferred_columns(bint reset=False):
     """Test hook: how many batch columns lstm_step_weight nodes took into their dWh product since
     the last reset."""
@@ -419,7 +431,7 @@ cdef void bwd_step(Graph* g, Node* n, int i, real* gy) noexcept:
     elif which == 2:           # dWh += d h_{t-1}^T, summed over the batch
         if a.op == OP_WEIGHT:
             pass               # lstm_step_weight does it for every step in one product
-        elif (a.flags & F_VIA_ALIAS) and _defer(g, a.g, &L):
+        elif _def_on and (a.flags & F_VIA_ALIAS) and _defer(g, a.g, &L):
             pass               # a batch's columns: the same product (bwd_weight), deferred
         elif L.B == 1:
             _ger(H4, H, <real*>L.D, <real*>L.X, <real*>a.g)
