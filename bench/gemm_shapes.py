@@ -10,7 +10,7 @@ steps (n = its length), an LSTM step's gate product over a minibatch (n = its si
 Tree-LSTM's 640 x 256 gate matrix over a tree level, weight gradients from a batch of k
 columns, and smaller per-example layers.
 
-    python bench/gemm_shapes.py [--time S] [--quick] [--ops NN,TN,NT] [--cols]
+    python bench/gemm_shapes.py [--time S] [--quick] [--ops NN,TN,NT] [--cols | --narrow]
 """
 
 import argparse
@@ -59,6 +59,12 @@ def timed(path, op, A, B, C, budget):
     return blas._gemm(path, op, A, B, 1.0, 1.0, C, reps)
 
 
+# --narrow adds a BiLSTM tagger's products over a 25-word sentence (its MLP, an LSTM's input
+# projection) and a character LSTM step's over a few words, forward and backward
+NARROW_EXTRA = {"NN": [(32, 25, 100), (200, 25, 128), (256, 4, 64), (256, 12, 64)],
+                "TN": [(100, 25, 32), (128, 25, 200), (64, 4, 256), (64, 12, 256)]}
+
+
 def compare(op, m, n, k, budget, rng, own=None):
     A = np.asfortranarray(rng.standard_normal((m, k) if op[0] == "N" else (k, m), dtype=np.float32))
     B = np.asfortranarray(rng.standard_normal((k, n) if op[1] == "N" else (n, k), dtype=np.float32))
@@ -87,19 +93,28 @@ def main(argv=None):
     p.add_argument("--cols", action="store_true",
                    help="OpenBLAS against a matrix-vector product per column (the path machines "
                    "without AVX-512 take at 1-8 columns), on the A B and A^T B shapes of up to 16 columns")
+    p.add_argument("--narrow", action="store_true",
+                   help="OpenBLAS against dyn/_core/cpu/_narrowgemm.h (machines without AVX-512), on the "
+                   "A B and A^T B shapes of up to 32 columns and a tagger's and an LSTM step's")
     args = p.parse_args(argv)
+    if args.cols and args.narrow:
+        p.error("--cols or --narrow, not both")
     rng = np.random.default_rng(0)
     shapes = QUICK if args.quick else SHAPES
+    if args.narrow and not args.quick:
+        shapes = {op: shapes[op] + NARROW_EXTRA.get(op, []) for op in shapes}
+    own = "cols" if args.cols else "narrow" if args.narrow else None
+    widest = 16 if args.cols else 32
     budget = 0.01 if args.quick else args.time
     print(f"{'op':4} {'m':>6} {'n':>4} {'k':>6}  {'OpenBLAS us':>11} {'dyn us':>9} {'ratio':>6}  "
           "auto  rel.err")
     for op in args.ops.split(","):
-        if args.cols and op == "NT":
+        if own and op == "NT":
             continue
         for m, n, k in shapes[op]:
-            if args.cols and n > 16:
+            if own and n > widest:
                 continue
-            b, d, err = compare(op, m, n, k, budget, rng, "cols" if args.cols else None)
+            b, d, err = compare(op, m, n, k, budget, rng, own)
             auto = blas._skinny_path(op, m, n, k)
             print(f"{op:4} {m:6d} {n:4d} {k:6d}  {b * 1e6:11.1f} {d * 1e6:9.1f} {b / d:6.2f}  "
                   f"{auto:4}  {err:.1e}", flush=True)

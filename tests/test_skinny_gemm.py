@@ -188,39 +188,44 @@ def test_matrix_vector_products_match_openblas(op, beta, path):
             np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-6 * np.sqrt(k), err_msg=f"{m} x {n}")
 
 
+@pytest.mark.parametrize("path", ["cols", "narrow"])
 @pytest.mark.parametrize("op", ["NN", "TN"])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
-def test_products_as_one_matrix_vector_product_per_column(op, alpha, beta):
+def test_products_with_few_columns(path, op, alpha, beta):
     """Without AVX-512, A B and A^T B of few columns run as one matrix-vector product per column
-    ('cols': OpenBLAS packs the whole A for each such product there): the same values as
-    OpenBLAS's gemm, leading dimensions honoured, rows past m untouched, and beta = 0 writing C
-    without reading it."""
-    for i, (m, k, n) in enumerate([(640, 256, 1), (640, 256, 3), (65, 70, 8), (256, 640, 5), (33, 129, 2),
-                                   (256, 64, 12), (64, 256, 10)]):
+    ('cols') or through _narrowgemm.h ('narrow'; OpenBLAS packs the whole A for each such product
+    there): the same values as OpenBLAS's gemm, leading dimensions honoured, rows past m
+    untouched, and beta = 0 writing C without reading it. The shapes cover the narrow loops'
+    blocks and what is left over: rows in sixteens, an eight and single rows (A B), columns of A
+    in pairs and one (A^T B), k in eights and the rest, and B's columns in fours and 1-3."""
+    shapes = [(640, 256, 1), (640, 256, 3), (65, 70, 8), (256, 640, 5), (33, 129, 2), (256, 64, 12),
+              (64, 256, 10), (25, 9, 7), (16, 8, 4), (8, 1, 6), (7, 17, 33), (1, 1, 1), (24, 130, 11)]
+    for i, (m, k, n) in enumerate(shapes):
         for pad in (0, 3):
             A, B, C = _case(op, m, n, k, pad, seed=20 + i)
             if beta == 0:
                 C[:m] = np.nan
             want, scale = _ref(op, A, B, np.nan_to_num(C), m, n, k, alpha, beta)
             got = C.copy(order="F")
-            blas._gemm("cols", op, A, B, alpha, beta, got, dims=(m, n, k))
+            blas._gemm(path, op, A, B, alpha, beta, got, dims=(m, n, k))
             np.testing.assert_array_equal(got[m:], C[m:])
             np.testing.assert_allclose(got[:m], want[:m], rtol=1e-5, atol=2e-6 * scale,
-                                       err_msg=f"{op} m={m} k={k} n={n} pad={pad}")
+                                       err_msg=f"{path} {op} m={m} k={k} n={n} pad={pad}")
 
 
-def test_without_the_register_kernels_narrow_products_go_column_by_column():
-    old = blas._set_skinny(False)
+def test_without_the_register_kernels_narrow_products_avoid_openblas_packing():
+    old, old_narrow = blas._set_skinny(False), blas._set_narrow(True)
     try:
-        for op, (m, n, k), expect in [("NN", (640, 2, 256), "cols"), ("NN", (640, 8, 256), "cols"),
-                                      ("NN", (640, 9, 256), "blas"), ("TN", (256, 4, 640), "cols"),
-                                      ("NN", (256, 12, 64), "cols"), ("NN", (256, 13, 64), "blas"),
-                                      ("NN", (256, 12, 128), "cols"), ("NN", (512, 12, 128), "blas"),
-                                      ("TN", (64, 10, 256), "cols"), ("TN", (64, 11, 256), "blas"),
-                                      ("TN", (256, 10, 20), "blas"), ("NN", (256, 10, 15), "blas"),
-                                      ("NN", (1024, 1, 256), "cols"), ("NN", (32, 4, 100), "blas"),
-                                      ("NT", (640, 256, 4), "blas"), ("NN", (10000, 22, 256), "blas")]:
+        for op, (m, n, k), expect in [("NN", (32, 25, 100), "narrow"), ("NN", (200, 32, 128), "narrow"),
+                                      ("NN", (200, 33, 128), "blas"), ("NN", (640, 12, 256), "narrow"),
+                                      ("NN", (640, 13, 256), "blas"), ("NN", (1024, 2, 256), "cols"),
+                                      ("NN", (10000, 8, 256), "cols"), ("NN", (9, 25, 32), "blas"),
+                                      ("TN", (64, 8, 256), "narrow"), ("TN", (64, 32, 256), "narrow"),
+                                      ("TN", (256, 8, 10000), "narrow"), ("TN", (256, 16, 10000), "blas"),
+                                      ("TN", (256, 4, 64), "cols"), ("TN", (100, 25, 32), "blas"),
+                                      ("NT", (640, 256, 4), "blas")]:
             assert blas._skinny_path(op, m, n, k) == expect, (op, m, n, k)
+        blas._set_narrow(False)
         A, B, C = _case("NN", 640, 4, 256, 0, seed=9)
         auto, ref = C.copy(order="F"), C.copy(order="F")
         blas._gemm("auto", "NN", A, B, 0.5, 1.0, auto)
@@ -239,3 +244,4 @@ def test_without_the_register_kernels_narrow_products_go_column_by_column():
         assert old_cols == 2
     finally:
         blas._set_skinny(old)
+        blas._set_narrow(old_narrow)

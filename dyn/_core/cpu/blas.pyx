@@ -42,6 +42,11 @@ cdef extern from "_smallblas.h" nogil:
     void dyn_gemv_t_f64(int m, int n, double alpha, const double* A, int lda, const double* x, double beta,
                         double* y)
     void dyn_ger_f64(int m, int n, double alpha, const double* x, const double* y, double* A, int lda)
+cdef extern from "_narrowgemm.h" nogil:
+    void dyn_sgemm_nn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                             float beta, float* C, int ldc)
+    void dyn_sgemm_tn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                             float beta, float* C, int ldc)
 cdef extern from "_skinnygemm.h" nogil:
     void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
@@ -110,10 +115,27 @@ cdef enum:
     COLS_SMALL_SIZE = 1 << 15 # an A of 2^12 to 2^15 elements: also A B of up to 12 columns,
     COLS_SMALL_N = 12         # A^T B of up to 10 whose inner dimension k is 64 or more
     COLS_SMALL_N_T = 10
+    # _narrowgemm.h (before the column loop): A B of up to 12 columns with an A under 2^18
+    # elements, of up to 32 with an A of 2^10 to 2^15; A^T B whose inner dimension k is 128 or
+    # more, of up to 8 columns, or up to 32 with an A under 2^18 elements
+    NARROW_N = 12
+    NARROW_SIZE = 1 << 18
+    NARROW_SMALL_N = 32
+    NARROW_SMALL_MIN = 1 << 10
+    NARROW_SMALL_SIZE = 1 << 15
+    NARROW_T_MIN_K = 128
 
 
 cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
-    """_skinny's choice where dyn's register kernels are on (AVX-512); elsewhere 5 (one
+    """_skinny's choice where dyn's register kernels are on (AVX-512). Elsewhere 6
+    (_narrowgemm.h: A read once per four columns, in place) for the shapes NARROW_* name: on an
+    AMD EPYC (Zen 3), against OpenBLAS's gemm, A B with A 32 x 100 and 25 columns (a tagger's
+    MLP over a sentence) took 2.0 us against 4.5, 200 x 128 and 32 columns 33 us against 42,
+    256 x 64 and 4 columns 2.5 us against 16 (and against 3.3 column by column), 640 x 256 and
+    12 columns 81 us against 117; A^T B with A 256 x 64 (k = 256) and 8 columns 4.7 us against
+    13.5 (6.7 column by column). Past those widths, or for an A of 2^18 elements and more (its
+    16-row blocks then stride through memory: 10,000 x 256 at 8 columns took 5.3 ms, against
+    0.8 column by column) or A^T B along a short k, it loses. Then 5 (one
     matrix-vector product per column) for A B and A^T B of 1-8 columns with an A of 2^12
     elements or more, and of 9-12 (A B) or 9-10 (A^T B, k >= 64) columns with an A of 2^12 to
     2^15 elements; 0 (OpenBLAS) for the rest. Without AVX-512, OpenBLAS (its Haswell
@@ -128,7 +150,15 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     if _skinny_on:
         return _skinny(ta, tb, m, n, k)
     cdef long size = <long>m * k
-    if not _cols_on or tb != b'N' or size < COLS_MIN_SIZE:
+    if tb != b'N':
+        return 0
+    if _narrow_on:
+        if ta == b'N':
+            if (n <= NARROW_N and size < NARROW_SIZE) or (n <= NARROW_SMALL_N and NARROW_SMALL_MIN <= size <= NARROW_SMALL_SIZE):
+                return 6
+        elif k >= NARROW_T_MIN_K and (n <= COLS_MAX_N or (n <= NARROW_SMALL_N and size < NARROW_SIZE)):
+            return 6
+    if not _cols_on or size < COLS_MIN_SIZE:
         return 0
     if n <= COLS_MAX_N:
         return 5
@@ -138,6 +168,7 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
 
 
 cdef int _cols_on = 2       # below 2 only to measure OpenBLAS on the same shapes (_set_cols)
+cdef bint _narrow_on = True # off only to measure the paths without _narrowgemm.h (_set_narrow)
 
 
 cdef bint _nt_transposed(int m, int n, int k, float alpha, float* A, int lda, float* B, int ldb, float beta,
@@ -164,6 +195,15 @@ cdef void _gemm_cols(char ta, int m, int n, int k, double alpha, void* A, int ld
              <float*>B + <long>j * ldb, beta, <float*>C + <long>j * ldc)
 
 
+cdef inline void _gemm_narrow(char ta, int m, int n, int k, float alpha, float* A, int lda, float* B, int ldb,
+                              float beta, float* C, int ldc) noexcept nogil:
+    """float32 C = alpha op(A) B + beta C through _narrowgemm.h (_path's 6)."""
+    if ta == b'N':
+        dyn_sgemm_nn_narrow(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+    else:
+        dyn_sgemm_tn_narrow(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+
+
 cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
                void* A, int lda, void* B, int ldb, double beta, void* C, int ldc) noexcept nogil:
     cdef float fa = alpha, fb = beta
@@ -174,6 +214,9 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
         which = _path(ta, tb, m, n, k)
         if which == 5:
             _gemm_cols(ta, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+            return
+        if which == 6:
+            _gemm_narrow(ta, m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
             return
         if which == 1:
             dyn_sgemm_nn(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
@@ -312,6 +355,16 @@ def _set_skinny(bint on):
     return old
 
 
+def _set_narrow(bint on):
+    """Without dyn's register kernels: the products _path gives _narrowgemm.h (on, the default)
+    or the column loop and OpenBLAS as before it (off: for measurements); returns the previous
+    setting."""
+    global _narrow_on
+    cdef bint old = _narrow_on
+    _narrow_on = on
+    return old
+
+
 def _set_cols(int level):
     """Without dyn's register kernels: A B and A^T B of few columns as one matrix-vector product
     per column by _path's whole rule (2, the default), only those of 1-8 columns (1), or none
@@ -327,9 +380,9 @@ def _set_cols(int level):
 def _skinny_path(str op, int m, int n, int k):
     """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' (dyn's
     kernels), 'nt-transposed' (OpenBLAS on the transposed product), 'cols' (a
-    matrix-vector product per column) or 'blas' (op: 'NN' for A B, 'TN' for A^T B,
-    'NT' for A B^T)."""
-    return ("blas", "nn", "tn", "nt", "nt-transposed", "cols")[_path(ord(op[0]), ord(op[1]), m, n, k)]
+    matrix-vector product per column), 'narrow' (_narrowgemm.h) or 'blas' (op: 'NN'
+    for A B, 'TN' for A^T B, 'NT' for A B^T)."""
+    return ("blas", "nn", "tn", "nt", "nt-transposed", "cols", "narrow")[_path(ord(op[0]), ord(op[1]), m, n, k)]
 
 
 def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double beta, cnp.ndarray y,
@@ -403,13 +456,13 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             and acols <= A.shape[1] and brows <= B.shape[0] and bcols <= B.shape[1]):
         raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {op} of arrays "
                          f"{(<object>A).shape}, {(<object>B).shape}, {(<object>C).shape}")
-    if path not in ("auto", "blas", "nn", "tn", "nt", "cols"):
-        raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt or cols")
-    kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3, "cols": 5}[path]
+    if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow"):
+        raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt, cols or narrow")
+    kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3, "cols": 5, "narrow": 6}[path]
     if 0 < kind < 5 and path.upper() != op:
         raise ValueError(f"_gemm: path {path} is for op {path.upper()}, not {op}")
-    if kind == 5 and op == "NT":
-        raise ValueError("_gemm: path cols is for NN and TN")
+    if kind >= 5 and op == "NT":
+        raise ValueError(f"_gemm: path {path} is for NN and TN")
     clock_gettime(CLOCK_MONOTONIC, &t0)
     for r in range(reps):
         if kind == -1:
@@ -423,6 +476,8 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             dyn_sgemm_tn(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
         elif kind == 5:
             _gemm_cols(cta, m, n, k, alpha, A.data, lda, B.data, ldb, beta, C.data, ldc)
+        elif kind == 6:
+            _gemm_narrow(cta, m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
         else:
             dyn_sgemm_nt(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
     clock_gettime(CLOCK_MONOTONIC, &t1)

@@ -1,0 +1,139 @@
+/* float32 products of a matrix with a few columns, for CPUs without AVX-512
+ * (dyn/_core/cpu/blas.pyx, its path 6).
+ *
+ * When automatic batching runs a handful of LSTM steps or tree nodes as one,
+ * their weight product has 2-12 columns: C = A B with A 256 x 64 (a
+ * character LSTM's Wh) or 640 x 256 (a Tree-LSTM's gates), and its backward
+ * C = A^T D. OpenBLAS's Haswell kernels pack the whole of A for each such
+ * call, which at this width costs more than the product; one matrix-vector
+ * product per column reads A once per column. The loops here read A once
+ * per four columns, in place, and hold the block of C in eight eight-float
+ * accumulators (16 AVX2 registers in all with the loads: none spills, unlike
+ * _skinnygemm.h's sixteen-float blocks, which are for AVX-512).
+ *
+ * dyn_sgemm_nn_narrow: C = alpha A B + beta C, A m x k, B k x n.
+ * dyn_sgemm_tn_narrow: C = alpha A^T B + beta C, A k x m, B k x n.
+ * Column-major, leading dimensions as BLAS's; beta = 0 writes C without
+ * reading it. The sums run in another order than BLAS's: results agree with
+ * it to float rounding. */
+#ifndef DYN_NARROWGEMM_H
+#define DYN_NARROWGEMM_H
+
+#include "_clones.h"
+
+typedef float dyn_n8 __attribute__((vector_size(32)));
+typedef float dyn_n8u __attribute__((vector_size(32), aligned(4)));
+#define DYN_NG_INLINE static inline __attribute__((always_inline))
+
+DYN_NG_INLINE dyn_n8 dyn_ng_ld(const float* p) { return *(const dyn_n8u*)p; }
+DYN_NG_INLINE void dyn_ng_st(float* p, dyn_n8 x) { *(dyn_n8u*)p = x; }
+DYN_NG_INLINE void dyn_ng_out(float* c, dyn_n8 s, float alpha, float beta) {
+    dyn_ng_st(c, beta != 0 ? alpha * s + beta * dyn_ng_ld(c) : alpha * s);
+}
+DYN_NG_INLINE float dyn_ng_hsum(dyn_n8 x) {
+    return ((x[0] + x[4]) + (x[1] + x[5])) + ((x[2] + x[6]) + (x[3] + x[7]));
+}
+DYN_NG_INLINE void dyn_ng_out1(float* c, float s, float alpha, float beta) {
+    *c = beta != 0 ? alpha * s + beta * *c : alpha * s;
+}
+
+/* ---------------------------------------------------------------- C = A B
+ * NR (8 or 16) rows of C times NJ (1-4) columns: per step along k, NR / 8
+ * loads of A's column and NJ broadcasts of B feed NR / 8 * NJ multiply-adds. */
+DYN_NG_INLINE void dyn_ng_nn_block(int NR, int NJ, int k, float alpha, const float* A, int lda, const float* B,
+                                   int ldb, float beta, float* C, int ldc) {
+    dyn_n8 s0[4], s1[4];
+    for (int j = 0; j < NJ; j++) s0[j] = s1[j] = (dyn_n8){0, 0, 0, 0, 0, 0, 0, 0};
+    for (int p = 0; p < k; p++) {
+        const float* a = A + (long)p * lda;
+        dyn_n8 a0 = dyn_ng_ld(a), a1 = a0;
+        if (NR == 16) a1 = dyn_ng_ld(a + 8);
+        for (int j = 0; j < NJ; j++) {
+            float b = B[p + (long)j * ldb];
+            s0[j] += a0 * b;
+            if (NR == 16) s1[j] += a1 * b;
+        }
+    }
+    for (int j = 0; j < NJ; j++) {
+        dyn_ng_out(C + (long)j * ldc, s0[j], alpha, beta);
+        if (NR == 16) dyn_ng_out(C + (long)j * ldc + 8, s1[j], alpha, beta);
+    }
+}
+
+/* NJ columns of C: blocks of 16 rows, one of 8, then the last rows one by one */
+DYN_NG_INLINE void dyn_ng_nn_cols(int NJ, int m, int k, float alpha, const float* A, int lda, const float* B,
+                                  int ldb, float beta, float* C, int ldc) {
+    int i = 0;
+    for (; i + 16 <= m; i += 16) dyn_ng_nn_block(16, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+    if (i + 8 <= m) {
+        dyn_ng_nn_block(8, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+        i += 8;
+    }
+    for (; i < m; i++)
+        for (int j = 0; j < NJ; j++) {
+            float s = 0;
+            for (int p = 0; p < k; p++) s += A[i + (long)p * lda] * B[p + (long)j * ldb];
+            dyn_ng_out1(C + i + (long)j * ldc, s, alpha, beta);
+        }
+}
+
+/* B's columns four at a time, then the one to three left: COLS(NJ, ...) with NJ a constant, so
+ * that each block's loops are unrolled over the columns */
+#define DYN_NG_BY_FOURS(COLS)                                                                         \
+    int j = 0;                                                                                        \
+    for (; j + 4 <= n; j += 4)                                                                        \
+        COLS(4, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc);           \
+    switch (n - j) {                                                                                  \
+        case 3: COLS(3, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc); break; \
+        case 2: COLS(2, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc); break; \
+        case 1: COLS(1, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc); break; \
+        default: break;                                                                               \
+    }
+
+DYN_TARGET_CLONES
+void dyn_sgemm_nn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                         float beta, float* C, int ldc) {
+    DYN_NG_BY_FOURS(dyn_ng_nn_cols)
+}
+
+/* ---------------------------------------------------------------- C = A^T B
+ * NI (1-2) columns of A against NJ (1-4) columns of B, as dot products along
+ * k: per eight steps, NI + NJ loads feed NI * NJ multiply-adds. */
+DYN_NG_INLINE void dyn_ng_tn_block(int NI, int NJ, int k, float alpha, const float* A, int lda, const float* B,
+                                   int ldb, float beta, float* C, int ldc) {
+    dyn_n8 s[2][4];
+    float t[2][4];
+    for (int a = 0; a < NI; a++)
+        for (int b = 0; b < NJ; b++) s[a][b] = (dyn_n8){0, 0, 0, 0, 0, 0, 0, 0};
+    int p = 0;
+    for (; p + 8 <= k; p += 8) {
+        dyn_n8 x[2], y[4];
+        for (int a = 0; a < NI; a++) x[a] = dyn_ng_ld(A + (long)a * lda + p);
+        for (int b = 0; b < NJ; b++) y[b] = dyn_ng_ld(B + (long)b * ldb + p);
+        for (int a = 0; a < NI; a++)
+            for (int b = 0; b < NJ; b++) s[a][b] += x[a] * y[b];
+    }
+    for (int a = 0; a < NI; a++)
+        for (int b = 0; b < NJ; b++) {
+            float r = dyn_ng_hsum(s[a][b]);
+            for (int q = p; q < k; q++) r += A[(long)a * lda + q] * B[(long)b * ldb + q];
+            t[a][b] = r;
+        }
+    for (int a = 0; a < NI; a++)
+        for (int b = 0; b < NJ; b++) dyn_ng_out1(C + a + (long)b * ldc, t[a][b], alpha, beta);
+}
+
+DYN_NG_INLINE void dyn_ng_tn_cols(int NJ, int m, int k, float alpha, const float* A, int lda, const float* B,
+                                  int ldb, float beta, float* C, int ldc) {
+    int i = 0;
+    for (; i + 2 <= m; i += 2) dyn_ng_tn_block(2, NJ, k, alpha, A + (long)i * lda, lda, B, ldb, beta, C + i, ldc);
+    if (i < m) dyn_ng_tn_block(1, NJ, k, alpha, A + (long)i * lda, lda, B, ldb, beta, C + i, ldc);
+}
+
+DYN_TARGET_CLONES
+void dyn_sgemm_tn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                         float beta, float* C, int ldc) {
+    DYN_NG_BY_FOURS(dyn_ng_tn_cols)
+}
+
+#endif
