@@ -76,7 +76,7 @@ if has axis; then
     t0=$(date +%s)
     # shellcheck disable=SC2086
     # -v: each finished test is named as it ends, so a run cut by the timeout still says which ran
-    timeout ${TEST_TIMEOUT:-300} $PY -m pytest -v -p no:cacheprovider -p no:benchmark -n 14 $AXIS \
+    timeout ${TEST_TIMEOUT:-420} $PY -m pytest -v -p no:cacheprovider -p no:benchmark -n 14 $AXIS \
         -k "GPU" -rf --durations=25 --junitxml="$OUT/junit_axis.xml" > "$OUT/tests_axis.txt" 2>&1
     echo "device-axis tests rc=$? ($(( $(date +%s) - t0 )) s):"; tail -3 "$OUT/tests_axis.txt"
     echo "passed $(grep -c " PASSED " "$OUT/tests_axis.txt"), skipped $(grep -c " SKIPPED " "$OUT/tests_axis.txt"), failed $(grep -c " FAILED " "$OUT/tests_axis.txt")"
