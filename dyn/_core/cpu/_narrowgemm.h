@@ -8,7 +8,7 @@
  * call, which at this width costs more than the product; one matrix-vector
  * product per column reads A once per column. The loops here read A once
  * per four columns, in place, and hold the block of C in eight eight-float
- * accumulators (16 AVX2 registers in all with the loads: none spills, unlike
+ * accumulators (with the loads, at most 14 of AVX2's 16 registers: none spills, unlike
  * _skinnygemm.h's sixteen-float blocks, which are for AVX-512).
  *
  * dyn_sgemm_nn_narrow: C = alpha A B + beta C, A m x k, B k x n.
