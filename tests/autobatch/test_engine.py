@@ -415,12 +415,25 @@ def test_lstm_steps_with_dropped_batch_members():
     _assert_same(res[0][:2], res[1][:2])
 
 
-def test_batched_lstm_steps_leave_their_weight_gradient_to_the_alias(device):
+@pytest.mark.parametrize("gather", [True, False])
+def test_batched_lstm_steps_leave_their_weight_gradient_to_the_alias(device, gather):
     """The builders' steps read Wh through an lstm_step_weight alias; batched across sequences,
     a batch leaves its dWh columns to that alias, whose backward (after every batch's) makes one
     product of them and the single steps'. The gradients equal the unbatched graph's in a full
     backward, in a backward from one sequence's loss (the other sequences' batches not live), and
-    in a second backward of the same graph (no column of the first pass is taken twice)."""
+    in a second backward of the same graph (no column of the first pass is taken twice). gather
+    False: the alias's path when the memory for that one product cannot be had (one product per
+    step and per batch, in place), which must give the same gradients, not drop them."""
+    from dyn._core.cpu import rnn as _rnn
+
+    old_gather = _rnn._set_gather(gather)
+    try:
+        _alias_gradients_match_unbatched(device)
+    finally:
+        _rnn._set_gather(old_gather)
+
+
+def _alias_gradients_match_unbatched(device):
     from dyn._core.cpu import rnn as _rnn
 
     res = []

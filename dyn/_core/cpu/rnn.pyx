@@ -473,6 +473,42 @@ cdef void fwd_weight(Graph* g, Node* n, real* y) noexcept:
     n.v = arg(g, n, 0).v
 
 
+cdef bint _gather_on = True  # off only in tests: bwd_weight's out-of-memory path (_set_gather)
+
+
+def _set_gather(bint on):
+    """Test hook: lstm_step_weight gathers its steps' columns into one product (on, the default)
+    or takes the path it takes when that memory cannot be had (off); returns the previous
+    setting."""
+    global _gather_on
+    cdef bint old = _gather_on
+    _gather_on = on
+    return old
+
+
+cdef void _weight_each(Graph* g, int me, Node* w, int isz) noexcept:
+    """bwd_weight without its gathered product: dWh += d h_{t-1}^T of each live step that reads
+    the alias, and of each batch that left its columns to it, one product each (the columns'
+    own memory, in place)."""
+    global _def_taken
+    cdef Node* s
+    cdef Step L
+    cdef int j, r, H = w.dim.d[1], dt = 0 if isz == 4 else 1
+    for j in range(me + 1, g.bwd_target + 1):
+        s = &g.nodes[j]
+        if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
+            _layout(g, s, &L, isz)
+            _blas.gemm(dt, b'N', b'T', 4 * H, H, L.B, 1.0, L.D, 4 * H, L.X, L.ldx, 1.0, w.g, 4 * H)
+    if _def_pass == g.nbwd:
+        for r in range(_ndef):
+            if _DEF[r].wg != w.g:
+                continue
+            _blas.gemm(dt, b'N', b'T', 4 * H, H, _DEF[r].B, 1.0, _DEF[r].D, 4 * H, _DEF[r].X, _DEF[r].ldx, 1.0,
+                       w.g, 4 * H)
+            _def_taken += _DEF[r].B
+            _DEF[r].wg = NULL
+
+
 cdef void bwd_weight(Graph* g, Node* n, int i, real* gy) noexcept:
     global _def_taken
     cdef Node* w = arg(g, n, 0)
@@ -493,8 +529,9 @@ cdef void bwd_weight(Graph* g, Node* n, int i, real* gy) noexcept:
                 cols += _DEF[r].B
     if cols == 0:
         return
-    D = <char*>malloc(<size_t>cols * 5 * H * isz)
-    if D == NULL:
+    D = <char*>malloc(<size_t>cols * 5 * H * isz) if _gather_on else NULL
+    if D == NULL:               # no memory to gather the columns: one product per step and batch
+        _weight_each(g, me, w, isz)
         return
     X = D + <size_t>cols * 4 * H * isz
     for j in range(me + 1, g.bwd_target + 1):
