@@ -10,7 +10,7 @@ steps (n = its length), an LSTM step's gate product over a minibatch (n = its si
 Tree-LSTM's 640 x 256 gate matrix over a tree level, weight gradients from a batch of k
 columns, and smaller per-example layers.
 
-    python bench/gemm_shapes.py [--time S] [--quick] [--ops NN,TN,NT] [--cols | --narrow]
+    python bench/gemm_shapes.py [--time S] [--quick] [--ops NN,TN,NT] [--cols | --narrow | --large]
 """
 
 import argparse
@@ -96,25 +96,30 @@ def main(argv=None):
     p.add_argument("--narrow", action="store_true",
                    help="OpenBLAS against dyn/_core/cpu/_narrowgemm.h (machines without AVX-512), on the "
                    "A B and A^T B shapes of up to 32 columns and a tagger's and an LSTM step's")
+    p.add_argument("--large", action="store_true",
+                   help="OpenBLAS against _narrowgemm.h's loops for a large A (machines without "
+                   "AVX-512): its panels for A B and long dot products for A^T B, on the shapes "
+                   "with an A of 2^18 elements or more and up to 48 columns")
     args = p.parse_args(argv)
-    if args.cols and args.narrow:
-        p.error("--cols or --narrow, not both")
+    if args.cols + args.narrow + args.large > 1:
+        p.error("one of --cols, --narrow and --large")
     rng = np.random.default_rng(0)
     shapes = QUICK if args.quick else SHAPES
     if args.narrow and not args.quick:
         shapes = {op: shapes[op] + NARROW_EXTRA.get(op, []) for op in shapes}
     own = "cols" if args.cols else "narrow" if args.narrow else None
-    widest = 16 if args.cols else 32
+    widest = 16 if args.cols else 48 if args.large else 32
     budget = 0.01 if args.quick else args.time
     print(f"{'op':4} {'m':>6} {'n':>4} {'k':>6}  {'OpenBLAS us':>11} {'dyn us':>9} {'ratio':>6}  "
           "auto  rel.err")
     for op in args.ops.split(","):
-        if own and op == "NT":
+        if (own or args.large) and op == "NT":
             continue
+        mine = {"NN": "panels", "TN": "long"}[op] if args.large else own
         for m, n, k in shapes[op]:
-            if own and n > widest:
+            if mine and n > widest or args.large and (m * k < 1 << 18 or n < 2):
                 continue
-            b, d, err = compare(op, m, n, k, budget, rng, own)
+            b, d, err = compare(op, m, n, k, budget, rng, mine)
             auto = blas._skinny_path(op, m, n, k)
             print(f"{op:4} {m:6d} {n:4d} {k:6d}  {b * 1e6:11.1f} {d * 1e6:9.1f} {b / d:6.2f}  "
                   f"{auto:4}  {err:.1e}", flush=True)

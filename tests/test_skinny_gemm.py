@@ -129,11 +129,14 @@ def test_softmax_weight_gradient_computed_transposed(beta, m, kernels_on):
 
 def test_switch_routes_everything_to_openblas(kernels_on):
     assert blas._skinny_path("NN", 10000, 22, 256) == "nn"
-    old = blas._set_skinny(False)
+    old, old_large = blas._set_skinny(False), blas._set_large(False)
     try:
         assert blas._skinny_path("NN", 10000, 22, 256) == "blas"
+        blas._set_large(True)
+        assert blas._skinny_path("NN", 10000, 22, 256) == "panels"
     finally:
         blas._set_skinny(old)
+        blas._set_large(old_large)
     assert blas._skinny_path("NN", 10000, 22, 256) == "nn"
 
 
@@ -142,12 +145,14 @@ def test_switch_routes_everything_to_openblas(kernels_on):
 def test_register_kernels_on_by_default_only_with_avx512():
     """The kernels hold up to 24 sixteen-float accumulators: with AVX2 (16 registers of eight)
     they spill and run several times slower than OpenBLAS (on an AMD Zen 3), so without AVX-512
-    every product goes to OpenBLAS and float32 matrix-vector products to the plain loops."""
+    products go to OpenBLAS or to _narrowgemm.h's AVX2 loops, and float32 matrix-vector products
+    to the plain loops."""
     with open("/proc/cpuinfo") as f:
         flags = next(line for line in f if line.startswith("flags")).split()
     assert blas.wide_kernels() == ("avx512f" in flags)
-    assert blas._skinny_path("NN", 10000, 22, 256) == ("nn" if "avx512f" in flags else "blas")
-    assert blas._skinny_path("TN", 256, 22, 10000) == ("tn" if "avx512f" in flags else "blas")
+    assert blas._skinny_path("NN", 10000, 22, 256) == ("nn" if "avx512f" in flags else "panels")
+    assert blas._skinny_path("TN", 256, 22, 10000) == ("tn" if "avx512f" in flags else "long")
+    assert blas._skinny_path("NN", 256, 100, 256) == "blas"
 
 
 def test_bad_calls_raise():
@@ -188,6 +193,22 @@ def test_matrix_vector_products_match_openblas(op, beta, path):
             np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-6 * np.sqrt(k), err_msg=f"{m} x {n}")
 
 
+def _matches_openblas(path, op, shapes, alpha, beta, seed):
+    """path's C = alpha op(A) B + beta C on each shape (m, k, n), with and without padding rows:
+    OpenBLAS's values, rows past m untouched, beta = 0 writing C without reading it (NaN there)."""
+    for i, (m, k, n) in enumerate(shapes):
+        for pad in (0, 3):
+            A, B, C = _case(op, m, n, k, pad, seed=seed + i)
+            if beta == 0:
+                C[:m] = np.nan
+            want, scale = _ref(op, A, B, np.nan_to_num(C), m, n, k, alpha, beta)
+            got = C.copy(order="F")
+            blas._gemm(path, op, A, B, alpha, beta, got, dims=(m, n, k))
+            np.testing.assert_array_equal(got[m:], C[m:])
+            np.testing.assert_allclose(got[:m], want[:m], rtol=1e-5, atol=2e-6 * scale,
+                                       err_msg=f"{path} {op} m={m} k={k} n={n} pad={pad}")
+
+
 @pytest.mark.parametrize("path", ["cols", "narrow"])
 @pytest.mark.parametrize("op", ["NN", "TN"])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
@@ -200,17 +221,48 @@ def test_products_with_few_columns(path, op, alpha, beta):
     in pairs and one (A^T B), k in eights and the rest, and B's columns in fours and 1-3."""
     shapes = [(640, 256, 1), (640, 256, 3), (65, 70, 8), (256, 640, 5), (33, 129, 2), (256, 64, 12),
               (64, 256, 10), (25, 9, 7), (16, 8, 4), (8, 1, 6), (7, 17, 33), (1, 1, 1), (24, 130, 11)]
-    for i, (m, k, n) in enumerate(shapes):
-        for pad in (0, 3):
-            A, B, C = _case(op, m, n, k, pad, seed=20 + i)
-            if beta == 0:
-                C[:m] = np.nan
-            want, scale = _ref(op, A, B, np.nan_to_num(C), m, n, k, alpha, beta)
-            got = C.copy(order="F")
-            blas._gemm(path, op, A, B, alpha, beta, got, dims=(m, n, k))
-            np.testing.assert_array_equal(got[m:], C[m:])
-            np.testing.assert_allclose(got[:m], want[:m], rtol=1e-5, atol=2e-6 * scale,
-                                       err_msg=f"{path} {op} m={m} k={k} n={n} pad={pad}")
+    _matches_openblas(path, op, shapes, alpha, beta, seed=20)
+
+
+@pytest.mark.parametrize("path,op,kc", [("panels", "NN", 0), ("long", "TN", 4096), ("long", "TN", 64)])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
+def test_products_with_a_large_side(path, op, kc, alpha, beta):
+    """_narrowgemm.h's loops for an A of 2^18 elements and more, on small shapes that take every
+    branch: A B in 16-row panels (with the panel 64 rows on prefetched, and without near the
+    end), B's columns in sixes and 1-5 left, then an 8-row block and single rows; A^T B with A's
+    columns in threes, then a pair or one, B's in fours and 1-3, k in eights and the rest, and
+    in stretches of kc (64: beta taken at the first stretch only, a last stretch shorter than
+    the rest). The same values as OpenBLAS's gemm, leading dimensions honoured, rows past m
+    untouched, beta = 0 writing C without reading it."""
+    shapes = [(1000, 70, 23), (333, 9, 17), (97, 64, 6), (16, 5, 1), (15, 3, 4), (200, 256, 48),
+              (90, 33, 11), (7, 1000, 13), (8, 1003, 4), (10, 37, 22), (1, 9, 1), (2, 5, 3), (5, 8, 2)]
+    old = blas._set_long_kc(kc) if path == "long" else None
+    try:
+        _matches_openblas(path, op, shapes, alpha, beta, seed=40)
+    finally:
+        if old is not None:
+            blas._set_long_kc(old)
+    A, B, C = _case(op, 20, 3, 30, 0, seed=5)
+    with pytest.raises(ValueError, match=f"path {path} is for {op}"):
+        blas._gemm(path, "TN" if op == "NN" else "NN", A, B, 1.0, 0.0, C)
+
+
+def test_a_large_a_whose_columns_alias_in_the_cache_stays_with_openblas():
+    """gemm keeps an A whose columns lie a multiple of 512 bytes apart from the panels (their
+    lines would share a few of L1's sets): through the automatic dispatch it gives OpenBLAS's
+    values, or the column loop's, for such an A and the panels' for its neighbour."""
+    old = blas._set_skinny(False)
+    try:
+        for lda, n in ((4096, 20), (4100, 20), (4096, 6)):
+            A, B, C = _case("NN", 4096, n, 128, lda - 4096, seed=7)
+            assert blas._skinny_path("NN", 4096, n, 128) == "panels"
+            auto = C.copy(order="F")
+            blas._gemm("auto", "NN", A, B, 1.0, 0.0, auto)
+            same = C.copy(order="F")
+            blas._gemm("panels" if lda % 128 else ("cols" if n <= 8 else "blas"), "NN", A, B, 1.0, 0.0, same)
+            np.testing.assert_array_equal(auto, same)
+    finally:
+        blas._set_skinny(old)
 
 
 def test_without_the_register_kernels_narrow_products_avoid_openblas_packing():
@@ -219,9 +271,14 @@ def test_without_the_register_kernels_narrow_products_avoid_openblas_packing():
         for op, (m, n, k), expect in [("NN", (32, 25, 100), "narrow"), ("NN", (200, 32, 128), "narrow"),
                                       ("NN", (200, 33, 128), "blas"), ("NN", (640, 12, 256), "narrow"),
                                       ("NN", (640, 13, 256), "blas"), ("NN", (1024, 2, 256), "cols"),
-                                      ("NN", (10000, 8, 256), "cols"), ("NN", (9, 25, 32), "blas"),
+                                      ("NN", (10000, 2, 256), "cols"), ("NN", (10000, 3, 256), "panels"),
+                                      ("NN", (10000, 48, 256), "panels"), ("NN", (10000, 49, 256), "blas"),
+                                      ("NN", (1024, 8, 256), "panels"), ("NN", (1023, 8, 256), "narrow"),
+                                      ("NN", (20000, 8, 32), "cols"), ("NN", (9, 25, 32), "blas"),
                                       ("TN", (64, 8, 256), "narrow"), ("TN", (64, 32, 256), "narrow"),
-                                      ("TN", (256, 8, 10000), "narrow"), ("TN", (256, 16, 10000), "blas"),
+                                      ("TN", (256, 8, 10000), "long"), ("TN", (256, 48, 10000), "long"),
+                                      ("TN", (256, 49, 10000), "blas"), ("TN", (1024, 32, 256), "long"),
+                                      ("TN", (1024, 33, 256), "blas"), ("TN", (2048, 8, 128), "narrow"),
                                       ("TN", (256, 4, 64), "cols"), ("TN", (100, 25, 32), "blas"),
                                       ("NT", (640, 256, 4), "blas")]:
             assert blas._skinny_path(op, m, n, k) == expect, (op, m, n, k)

@@ -38,16 +38,23 @@ DYN_NG_INLINE void dyn_ng_out1(float* c, float s, float alpha, float beta) {
 }
 
 /* ---------------------------------------------------------------- C = A B
- * NR (8 or 16) rows of C times NJ (1-4) columns: per step along k, NR / 8
- * loads of A's column and NJ broadcasts of B feed NR / 8 * NJ multiply-adds. */
+ * NR (8 or 16) rows of C times NJ (1-6) columns: per step along k, NR / 8
+ * loads of A's column and NJ broadcasts of B feed NR / 8 * NJ multiply-adds
+ * (at six columns, twelve accumulators, two loads and a broadcast: 15
+ * registers). pf, where not NULL, is a later panel of A: its columns
+ * pnext, pnext + pstep, ... are prefetched into L2 on the way. */
 DYN_NG_INLINE void dyn_ng_nn_block(int NR, int NJ, int k, float alpha, const float* A, int lda, const float* B,
-                                   int ldb, float beta, float* C, int ldc) {
-    dyn_n8 s0[4], s1[4];
+                                   int ldb, float beta, float* C, int ldc, const float* pf, int pstep, int pnext) {
+    dyn_n8 s0[6], s1[6];
     for (int j = 0; j < NJ; j++) s0[j] = s1[j] = (dyn_n8){0, 0, 0, 0, 0, 0, 0, 0};
     for (int p = 0; p < k; p++) {
         const float* a = A + (long)p * lda;
         dyn_n8 a0 = dyn_ng_ld(a), a1 = a0;
         if (NR == 16) a1 = dyn_ng_ld(a + 8);
+        if (pf && p == pnext) {
+            __builtin_prefetch(pf + (long)p * lda, 0, 2);
+            pnext += pstep;
+        }
         for (int j = 0; j < NJ; j++) {
             float b = B[p + (long)j * ldb];
             s0[j] += a0 * b;
@@ -64,9 +71,9 @@ DYN_NG_INLINE void dyn_ng_nn_block(int NR, int NJ, int k, float alpha, const flo
 DYN_NG_INLINE void dyn_ng_nn_cols(int NJ, int m, int k, float alpha, const float* A, int lda, const float* B,
                                   int ldb, float beta, float* C, int ldc) {
     int i = 0;
-    for (; i + 16 <= m; i += 16) dyn_ng_nn_block(16, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+    for (; i + 16 <= m; i += 16) dyn_ng_nn_block(16, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc, NULL, 1, 0);
     if (i + 8 <= m) {
-        dyn_ng_nn_block(8, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+        dyn_ng_nn_block(8, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc, NULL, 1, 0);
         i += 8;
     }
     for (; i < m; i++)
@@ -90,28 +97,75 @@ DYN_NG_INLINE void dyn_ng_nn_cols(int NJ, int m, int k, float alpha, const float
         default: break;                                                                               \
     }
 
-DYN_TARGET_CLONES
-void dyn_sgemm_nn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-                         float beta, float* C, int ldc) {
+DYN_NG_INLINE void dyn_ng_nn_by_fours(int m, int n, int k, float alpha, const float* A, int lda, const float* B,
+                                      int ldb, float beta, float* C, int ldc) {
     DYN_NG_BY_FOURS(dyn_ng_nn_cols)
 }
 
+DYN_TARGET_CLONES
+void dyn_sgemm_nn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                         float beta, float* C, int ldc) {
+    dyn_ng_nn_by_fours(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* dyn_sgemm_nn_panels: C = alpha A B + beta C for an A too large for the
+ * caches, with a few dozen columns (a 10,000-word softmax's W, 10,000 x 256,
+ * times a sentence's hidden states). The loops above sweep the whole of A
+ * once per four columns; here each 16-row panel of A (one cache line from
+ * each of its k columns) comes from memory once and serves all of B's
+ * columns, six at a time, from L1. Its lines lie a column's length apart,
+ * which the hardware prefetcher does not follow, so the panel
+ * DYN_NG_AHEAD rows on is prefetched into L2 while this one is used, its
+ * columns shared out over the column groups (one prefetch per step of one
+ * group). A's columns must not lie a multiple of 512 bytes apart: the
+ * panel's lines would then share a few of L1's sets and evict each other
+ * (blas.pyx keeps such A with OpenBLAS). Rows past the last sixteen go
+ * through the loops above. */
+#define DYN_NG_AHEAD 64
+
+DYN_TARGET_CLONES
+void dyn_sgemm_nn_panels(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                         float beta, float* C, int ldc) {
+    int groups = (n + 5) / 6, i = 0;
+    for (; i + 16 <= m; i += 16) {
+        const float* pf = i + DYN_NG_AHEAD + 16 <= m ? A + i + DYN_NG_AHEAD : NULL;
+        int j = 0, g = 0;
+        for (; j + 6 <= n; j += 6, g++)
+            dyn_ng_nn_block(16, 6, k, alpha, A + i, lda, B + (long)j * ldb, ldb, beta, C + i + (long)j * ldc,
+                            ldc, pf, groups, g);
+        const float* Bj = B + (long)j * ldb;
+        float* Cj = C + i + (long)j * ldc;
+        switch (n - j) {
+            case 5: dyn_ng_nn_block(16, 5, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
+            case 4: dyn_ng_nn_block(16, 4, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
+            case 3: dyn_ng_nn_block(16, 3, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
+            case 2: dyn_ng_nn_block(16, 2, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
+            case 1: dyn_ng_nn_block(16, 1, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
+            default: break;
+        }
+    }
+    if (i < m) dyn_ng_nn_by_fours(m - i, n, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+}
+
 /* ---------------------------------------------------------------- C = A^T B
- * NI (1-2) columns of A against NJ (1-4) columns of B, as dot products along
- * k: per eight steps, NI + NJ loads feed NI * NJ multiply-adds. */
+ * NI (1-3) columns of A against NJ (1-4) columns of B, as dot products along
+ * k: per eight steps, NI + NJ loads feed NI * NJ multiply-adds (B's columns
+ * loaded one at a time: at 3 x 4, twelve accumulators and four loads, all
+ * of AVX2's 16 registers). */
 DYN_NG_INLINE void dyn_ng_tn_block(int NI, int NJ, int k, float alpha, const float* A, int lda, const float* B,
                                    int ldb, float beta, float* C, int ldc) {
-    dyn_n8 s[2][4];
-    float t[2][4];
+    dyn_n8 s[3][4];
+    float t[3][4];
     for (int a = 0; a < NI; a++)
         for (int b = 0; b < NJ; b++) s[a][b] = (dyn_n8){0, 0, 0, 0, 0, 0, 0, 0};
     int p = 0;
     for (; p + 8 <= k; p += 8) {
-        dyn_n8 x[2], y[4];
+        dyn_n8 x[3];
         for (int a = 0; a < NI; a++) x[a] = dyn_ng_ld(A + (long)a * lda + p);
-        for (int b = 0; b < NJ; b++) y[b] = dyn_ng_ld(B + (long)b * ldb + p);
-        for (int a = 0; a < NI; a++)
-            for (int b = 0; b < NJ; b++) s[a][b] += x[a] * y[b];
+        for (int b = 0; b < NJ; b++) {
+            dyn_n8 y = dyn_ng_ld(B + (long)b * ldb + p);
+            for (int a = 0; a < NI; a++) s[a][b] += x[a] * y;
+        }
     }
     for (int a = 0; a < NI; a++)
         for (int b = 0; b < NJ; b++) {
@@ -134,6 +188,36 @@ DYN_TARGET_CLONES
 void dyn_sgemm_tn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                          float beta, float* C, int ldc) {
     DYN_NG_BY_FOURS(dyn_ng_tn_cols)
+}
+
+/* dyn_sgemm_tn_long: the same for a long k (A^T B with A 10,000 x 256, a
+ * softmax's W, against the gradients of a sentence's scores): columns of A
+ * three at a time, each read once per four of B's columns, along its whole
+ * length (the hardware prefetcher follows these). */
+DYN_NG_INLINE void dyn_ng_tn_cols3(int NJ, int m, int k, float alpha, const float* A, int lda, const float* B,
+                                   int ldb, float beta, float* C, int ldc) {
+    int i = 0;
+    for (; i + 3 <= m; i += 3) dyn_ng_tn_block(3, NJ, k, alpha, A + (long)i * lda, lda, B, ldb, beta, C + i, ldc);
+    if (i + 2 <= m) {
+        dyn_ng_tn_block(2, NJ, k, alpha, A + (long)i * lda, lda, B, ldb, beta, C + i, ldc);
+        i += 2;
+    }
+    if (i < m) dyn_ng_tn_block(1, NJ, k, alpha, A + (long)i * lda, lda, B, ldb, beta, C + i, ldc);
+}
+
+DYN_NG_INLINE void dyn_ng_tn_long_chunk(int m, int n, int k, float alpha, const float* A, int lda, const float* B,
+                                        int ldb, float beta, float* C, int ldc) {
+    DYN_NG_BY_FOURS(dyn_ng_tn_cols3)
+}
+
+DYN_TARGET_CLONES
+void dyn_sgemm_tn_long(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                       float beta, float* C, int ldc, int kc) {
+    if (kc <= 0) kc = k;
+    for (int p = 0; p < k; p += kc) {
+        int kp = k - p < kc ? k - p : kc;
+        dyn_ng_tn_long_chunk(m, n, kp, alpha, A + p, lda, B + p, ldb, p == 0 ? beta : 1.0f, C, ldc);
+    }
 }
 
 #endif

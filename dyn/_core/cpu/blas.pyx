@@ -47,6 +47,10 @@ cdef extern from "_narrowgemm.h" nogil:
                              float beta, float* C, int ldc)
     void dyn_sgemm_tn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                              float beta, float* C, int ldc)
+    void dyn_sgemm_nn_panels(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                             float beta, float* C, int ldc)
+    void dyn_sgemm_tn_long(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                           float beta, float* C, int ldc, int kc)
 cdef extern from "_skinnygemm.h" nogil:
     void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
@@ -124,6 +128,12 @@ cdef enum:
     NARROW_SMALL_MIN = 1 << 10
     NARROW_SMALL_SIZE = 1 << 15
     NARROW_T_MIN_K = 128
+    # an A of 2^18 elements and more (a 10,000-word softmax's W): A B of 3-48 columns (k >= 64)
+    # through _narrowgemm.h's panels (7); A^T B along a k of 256 and more, of up to 32 columns, or
+    # 48 where k is 4,096 or more, through its long dot products (8)
+    LARGE_MAX_N = 48
+    LARGE_T_N = 32
+    LARGE_T_LONG_K = 4096
 
 
 cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
@@ -146,12 +156,29 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     at 10 columns, OpenBLAS over the column loop (median of 7 alternating rounds) was 1.6-2.0
     for A B with A 256 x 20, 256 x 64, 200 x 128, 64 x 256 (a character LSTM's Wh batched across
     a sentence's words), 1.2-1.6 for A^T B with k >= 64 (0.79 at k = 20), and 0.86-1.06 with A
-    640 x 256 or 256 x 1024."""
+    640 x 256 or 256 x 1024.
+    Before all these, an A of 2^18 elements and more (LARGE_*): 7 (_narrowgemm.h's panels: each
+    16-row panel of A read once for all columns) for A B, 8 (its long dot products, three
+    columns of A against four of B) for A^T B. OpenBLAS packs the whole A for these too: on the
+    EPYC (best of 7 alternating rounds, GFLOP/s; the machine peaks near 75) a 10,000-word
+    softmax's W, 10,000 x 256, times 22 columns (a sentence's hidden states) ran at 41-55
+    against 28-30, at 8 columns at 42-47 against 16-19 (17-20 column by column), at 48 at 45-55
+    against 45-47, at 64 at 43-57 against 53-57; W^T times 22 columns at 50-54 against 28-31,
+    at 48 at 58 against 52; A^T B with A 1,024 x 256 to 256 x 1,024 at 16 columns at 48-70
+    against 32, at 32 at 49-63 against 46, at 48 at 50-64 against 54-56. An A whose columns lie
+    a multiple of 512 bytes apart stays with OpenBLAS (or the column loop) in gemm: 8,192 x 256
+    at 44 columns ran at 43 through the panels against 50 (65 with 8,200 rows apart)."""
     if _skinny_on:
         return _skinny(ta, tb, m, n, k)
     cdef long size = <long>m * k
     if tb != b'N':
         return 0
+    if _large_on and size >= NARROW_SIZE and n <= LARGE_MAX_N:
+        if ta == b'N':
+            if n >= 3 and k >= 64:
+                return 7
+        elif k >= 256 and (n <= LARGE_T_N or k >= LARGE_T_LONG_K):
+            return 8
     if _narrow_on:
         if ta == b'N':
             if (n <= NARROW_N and size < NARROW_SIZE) or (n <= NARROW_SMALL_N and NARROW_SMALL_MIN <= size <= NARROW_SMALL_SIZE):
@@ -169,6 +196,8 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
 
 cdef int _cols_on = 2       # below 2 only to measure OpenBLAS on the same shapes (_set_cols)
 cdef bint _narrow_on = True # off only to measure the paths without _narrowgemm.h (_set_narrow)
+cdef bint _large_on = True  # off only to measure OpenBLAS on _path's 7 and 8 (_set_large)
+cdef int _long_kc = 4096    # dyn_sgemm_tn_long's stretch of k at a time (_set_long_kc)
 
 
 cdef bint _nt_transposed(int m, int n, int k, float alpha, float* A, int lda, float* B, int ldb, float beta,
@@ -212,11 +241,19 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
         return
     if dtype == 0:
         which = _path(ta, tb, m, n, k)
+        if which == 7 and lda % 128 == 0:   # A's columns 512 bytes apart or a multiple of it
+            which = 5 if n <= COLS_MAX_N and _cols_on else 0   # (see dyn_sgemm_nn_panels)
         if which == 5:
             _gemm_cols(ta, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
             return
         if which == 6:
             _gemm_narrow(ta, m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
+            return
+        if which == 7:
+            dyn_sgemm_nn_panels(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
+            return
+        if which == 8:
+            dyn_sgemm_tn_long(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc, _long_kc)
             return
         if which == 1:
             dyn_sgemm_nn(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
@@ -365,6 +402,25 @@ def _set_narrow(bint on):
     return old
 
 
+def _set_large(bint on):
+    """Without dyn's register kernels: the products of an A of 2^18 elements and more with 9-48
+    columns through _narrowgemm.h's panels and long dot products (on, the default) or OpenBLAS
+    (off: for measurements); returns the previous setting."""
+    global _large_on
+    cdef bint old = _large_on
+    _large_on = on
+    return old
+
+
+def _set_long_kc(int kc):
+    """The stretch of k that _narrowgemm.h's long A^T B runs at a time, its sums added into C
+    stretch by stretch (0: all of k at once); returns the previous value."""
+    global _long_kc
+    cdef int old = _long_kc
+    _long_kc = kc
+    return old
+
+
 def _set_cols(int level):
     """Without dyn's register kernels: A B and A^T B of few columns as one matrix-vector product
     per column by _path's whole rule (2, the default), only those of 1-8 columns (1), or none
@@ -380,9 +436,10 @@ def _set_cols(int level):
 def _skinny_path(str op, int m, int n, int k):
     """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' (dyn's
     kernels), 'nt-transposed' (OpenBLAS on the transposed product), 'cols' (a
-    matrix-vector product per column), 'narrow' (_narrowgemm.h) or 'blas' (op: 'NN'
-    for A B, 'TN' for A^T B, 'NT' for A B^T)."""
-    return ("blas", "nn", "tn", "nt", "nt-transposed", "cols", "narrow")[_path(ord(op[0]), ord(op[1]), m, n, k)]
+    matrix-vector product per column), 'narrow', 'panels' or 'long' (_narrowgemm.h) or 'blas'
+    (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T)."""
+    return ("blas", "nn", "tn", "nt", "nt-transposed", "cols", "narrow", "panels",
+            "long")[_path(ord(op[0]), ord(op[1]), m, n, k)]
 
 
 def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double beta, cnp.ndarray y,
@@ -433,7 +490,8 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
     """C = alpha op(A) op(B) + beta C for float32 Fortran-ordered arrays (op: 'NN',
     'TN' or 'NT') through one path: 'blas' (OpenBLAS), 'nn', 'tn' or 'nt'
     (_skinnygemm.h, for its op), 'cols' (a matrix-vector product per column,
-    NN and TN) or 'auto' (gemm's dispatch); repeated reps
+    NN and TN), 'narrow' (_narrowgemm.h, NN and TN), 'panels' (_narrowgemm.h, NN),
+    'long' (_narrowgemm.h, TN) or 'auto' (gemm's dispatch); repeated reps
     times, returns the seconds per call (timed in C). dims = (m, n, k)
     multiplies the leading blocks of the arrays, whose first dimensions are then
     the leading dimensions (lda > m and so on)."""
@@ -456,13 +514,16 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             and acols <= A.shape[1] and brows <= B.shape[0] and bcols <= B.shape[1]):
         raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {op} of arrays "
                          f"{(<object>A).shape}, {(<object>B).shape}, {(<object>C).shape}")
-    if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow"):
-        raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt, cols or narrow")
-    kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3, "cols": 5, "narrow": 6}[path]
+    if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow", "panels", "long"):
+        raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt, cols, narrow, panels or long")
+    kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3, "cols": 5, "narrow": 6, "panels": 7,
+            "long": 8}[path]
     if 0 < kind < 5 and path.upper() != op:
         raise ValueError(f"_gemm: path {path} is for op {path.upper()}, not {op}")
     if kind >= 5 and op == "NT":
         raise ValueError(f"_gemm: path {path} is for NN and TN")
+    if (kind == 7 and op != "NN") or (kind == 8 and op != "TN"):
+        raise ValueError(f"_gemm: path {path} is for {'NN' if kind == 7 else 'TN'}, not {op}")
     clock_gettime(CLOCK_MONOTONIC, &t0)
     for r in range(reps):
         if kind == -1:
@@ -478,6 +539,10 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             _gemm_cols(cta, m, n, k, alpha, A.data, lda, B.data, ldb, beta, C.data, ldc)
         elif kind == 6:
             _gemm_narrow(cta, m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
+        elif kind == 7:
+            dyn_sgemm_nn_panels(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
+        elif kind == 8:
+            dyn_sgemm_tn_long(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc, _long_kc)
         else:
             dyn_sgemm_nt(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
     clock_gettime(CLOCK_MONOTONIC, &t1)
