@@ -248,19 +248,23 @@ def test_products_with_a_large_side(path, op, kc, alpha, beta):
 
 
 def test_a_large_a_whose_columns_alias_in_the_cache_stays_with_openblas():
-    """gemm keeps an A whose columns lie a multiple of 512 bytes apart from the panels (their
-    lines would share a few of L1's sets): through the automatic dispatch it gives OpenBLAS's
-    values, or the column loop's, for such an A and the panels' for its neighbour."""
+    """gemm keeps an A whose columns lie a multiple of 512 bytes apart from the panels past 24
+    columns, or past 8 when they lie 16 KB apart or more (their lines would share a few of L1's
+    sets): through the automatic dispatch it gives OpenBLAS's values there, the panels' on the
+    other side of each line and for A's neighbours that do not alias."""
     old = blas._set_skinny(False)
     try:
-        for lda, n in ((4096, 20), (4100, 20), (4096, 6)):
-            A, B, C = _case("NN", 4096, n, 128, lda - 4096, seed=7)
-            assert blas._skinny_path("NN", 4096, n, 128) == "panels"
+        for m, k, lda, n, expect in [(4096, 128, 4096, 24, "panels"), (4096, 128, 4096, 25, "blas"),
+                                     (4096, 128, 4100, 40, "panels"), (8192, 64, 8192, 8, "panels"),
+                                     (8192, 64, 8192, 9, "blas"), (8192, 64, 8200, 9, "panels"),
+                                     (300, 1024, 384, 30, "blas"), (300, 1024, 300, 30, "panels")]:
+            A, B, C = _case("NN", m, n, k, lda - m, seed=7)
+            assert blas._skinny_path("NN", m, n, k) == "panels"
             auto = C.copy(order="F")
-            blas._gemm("auto", "NN", A, B, 1.0, 0.0, auto)
+            blas._gemm("auto", "NN", A, B, 1.0, 0.0, auto, dims=(m, n, k))
             same = C.copy(order="F")
-            blas._gemm("panels" if lda % 128 else ("cols" if n <= 8 else "blas"), "NN", A, B, 1.0, 0.0, same)
-            np.testing.assert_array_equal(auto, same)
+            blas._gemm(expect, "NN", A, B, 1.0, 0.0, same, dims=(m, n, k))
+            np.testing.assert_array_equal(auto, same, err_msg=f"{m} x {k}, lda {lda}, {n} columns")
     finally:
         blas._set_skinny(old)
 

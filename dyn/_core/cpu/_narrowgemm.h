@@ -117,10 +117,10 @@ void dyn_sgemm_nn_narrow(int m, int n, int k, float alpha, const float* A, int l
  * which the hardware prefetcher does not follow, so the panel
  * DYN_NG_AHEAD rows on is prefetched into L2 while this one is used, its
  * columns shared out over the column groups (one prefetch per step of one
- * group). A's columns must not lie a multiple of 512 bytes apart: the
- * panel's lines would then share a few of L1's sets and evict each other
- * (blas.pyx keeps such A with OpenBLAS). Rows past the last sixteen go
- * through the loops above. */
+ * group). Where A's columns lie a multiple of 512 bytes apart the panel's
+ * lines share a few of L1's sets and evict each other: past 24 columns (or 8,
+ * with columns 16 KB apart or more) blas.pyx keeps such an A with OpenBLAS.
+ * Rows past the last sixteen go through the loops above. */
 #define DYN_NG_AHEAD 64
 
 DYN_TARGET_CLONES

@@ -166,8 +166,11 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     against 45-47, at 64 at 43-57 against 53-57; W^T times 22 columns at 50-54 against 28-31,
     at 48 at 58 against 52; A^T B with A 1,024 x 256 to 256 x 1,024 at 16 columns at 48-70
     against 32, at 32 at 49-63 against 46, at 48 at 50-64 against 54-56. An A whose columns lie
-    a multiple of 512 bytes apart stays with OpenBLAS (or the column loop) in gemm: 8,192 x 256
-    at 44 columns ran at 43 through the panels against 50 (65 with 8,200 rows apart)."""
+    a multiple of 512 bytes apart (its panels' lines then share a few of L1's sets) stays with
+    OpenBLAS in gemm past 24 columns, or past 8 where they lie 16 KB apart or more: 8,192 x 256 at
+    44 columns ran at 43 through the panels against 50 (65 with 8,200 rows apart), at 16 at 18
+    against 20; 256 x 1,024, 1,024 x 256 and 4,096 x 128 at 16-24 columns at 34-49 against 26-39,
+    at 32-48 at 35-47 against 37-49."""
     if _skinny_on:
         return _skinny(ta, tb, m, n, k)
     cdef long size = <long>m * k
@@ -241,8 +244,8 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
         return
     if dtype == 0:
         which = _path(ta, tb, m, n, k)
-        if which == 7 and lda % 128 == 0:   # A's columns 512 bytes apart or a multiple of it
-            which = 5 if n <= COLS_MAX_N and _cols_on else 0   # (see dyn_sgemm_nn_panels)
+        if which == 7 and lda % 128 == 0 and (n > 24 or (n > 8 and lda > 4096)):
+            which = 0   # A's columns a multiple of 512 bytes apart (see dyn_sgemm_nn_panels)
         if which == 5:
             _gemm_cols(ta, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
             return
