@@ -197,6 +197,15 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     return 0
 
 
+cdef inline int _path_lda(int which, int n, int lda) noexcept nogil:
+    """_path's choice given A's leading dimension: the panels (7) keep off an A whose columns lie
+    a multiple of 512 bytes apart past 24 columns, or past 8 where they lie 16 KB apart or more
+    (see dyn_sgemm_nn_panels)."""
+    if which == 7 and lda % 128 == 0 and (n > 24 or (n > 8 and lda > 4096)):
+        return 0
+    return which
+
+
 cdef int _cols_on = 2       # below 2 only to measure OpenBLAS on the same shapes (_set_cols)
 cdef bint _narrow_on = True # off only to measure the paths without _narrowgemm.h (_set_narrow)
 cdef bint _large_on = True  # off only to measure OpenBLAS on _path's 7 and 8 (_set_large)
@@ -243,9 +252,7 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
     if m == 0 or n == 0:
         return
     if dtype == 0:
-        which = _path(ta, tb, m, n, k)
-        if which == 7 and lda % 128 == 0 and (n > 24 or (n > 8 and lda > 4096)):
-            which = 0   # A's columns a multiple of 512 bytes apart (see dyn_sgemm_nn_panels)
+        which = _path_lda(_path(ta, tb, m, n, k), n, lda)
         if which == 5:
             _gemm_cols(ta, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
             return
@@ -436,13 +443,16 @@ def _set_cols(int level):
     return old
 
 
-def _skinny_path(str op, int m, int n, int k):
+def _skinny_path(str op, int m, int n, int k, int lda=0):
     """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' (dyn's
     kernels), 'nt-transposed' (OpenBLAS on the transposed product), 'cols' (a
     matrix-vector product per column), 'narrow', 'panels' or 'long' (_narrowgemm.h) or 'blas'
-    (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T)."""
+    (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T), for an A of leading dimension lda (0:
+    its rows, as stored without padding)."""
+    if lda <= 0:
+        lda = m if op[0] == "N" else k
     return ("blas", "nn", "tn", "nt", "nt-transposed", "cols", "narrow", "panels",
-            "long")[_path(ord(op[0]), ord(op[1]), m, n, k)]
+            "long")[_path_lda(_path(ord(op[0]), ord(op[1]), m, n, k), n, lda)]
 
 
 def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double beta, cnp.ndarray y,
