@@ -255,7 +255,7 @@ def test_a_large_a_whose_columns_alias_in_the_cache_stays_with_openblas():
     old = blas._set_skinny(False)
     try:
         for m, k, lda, n, expect in [(4096, 128, 4096, 24, "panels"), (4096, 128, 4096, 25, "blas"),
-                                     (4096, 128, 4100, 40, "panels"), (8192, 64, 8192, 8, "panels"),
+                                     (4096, 128, 4100, 32, "panels"), (8192, 64, 8192, 8, "panels"),
                                      (8192, 64, 8192, 9, "blas"), (8192, 64, 8200, 9, "panels"),
                                      (300, 1024, 384, 30, "blas"), (300, 1024, 300, 30, "panels")]:
             A, B, C = _case("NN", m, n, k, lda - m, seed=7)
@@ -276,12 +276,12 @@ def test_without_the_register_kernels_narrow_products_avoid_openblas_packing():
                                       ("NN", (200, 33, 128), "blas"), ("NN", (640, 12, 256), "narrow"),
                                       ("NN", (640, 13, 256), "blas"), ("NN", (1024, 2, 256), "cols"),
                                       ("NN", (10000, 2, 256), "cols"), ("NN", (10000, 3, 256), "panels"),
-                                      ("NN", (10000, 48, 256), "panels"), ("NN", (10000, 49, 256), "blas"),
+                                      ("NN", (10000, 32, 256), "panels"), ("NN", (10000, 33, 256), "blas"),
                                       ("NN", (1024, 8, 256), "panels"), ("NN", (1023, 8, 256), "narrow"),
                                       ("NN", (20000, 8, 32), "cols"), ("NN", (9, 25, 32), "blas"),
                                       ("TN", (64, 8, 256), "narrow"), ("TN", (64, 32, 256), "narrow"),
-                                      ("TN", (256, 8, 10000), "long"), ("TN", (256, 48, 10000), "long"),
-                                      ("TN", (256, 49, 10000), "blas"), ("TN", (1024, 32, 256), "long"),
+                                      ("TN", (256, 8, 10000), "long"), ("TN", (256, 32, 10000), "long"),
+                                      ("TN", (256, 33, 10000), "blas"), ("TN", (1024, 32, 256), "long"),
                                       ("TN", (1024, 33, 256), "blas"), ("TN", (2048, 8, 128), "narrow"),
                                       ("TN", (256, 4, 64), "cols"), ("TN", (100, 25, 32), "blas"),
                                       ("NT", (640, 256, 4), "blas")]:

@@ -128,12 +128,10 @@ cdef enum:
     NARROW_SMALL_MIN = 1 << 10
     NARROW_SMALL_SIZE = 1 << 15
     NARROW_T_MIN_K = 128
-    # an A of 2^18 elements and more (a 10,000-word softmax's W): A B of 3-48 columns (k >= 64)
-    # through _narrowgemm.h's panels (7); A^T B along a k of 256 and more, of up to 32 columns, or
-    # 48 where k is 4,096 or more, through its long dot products (8)
-    LARGE_MAX_N = 48
-    LARGE_T_N = 32
-    LARGE_T_LONG_K = 4096
+    # an A of 2^18 elements and more (a 10,000-word softmax's W): A B of 3-32 columns (k >= 64)
+    # through _narrowgemm.h's panels (7), A^T B of up to 32 along a k of 256 and more through its
+    # long dot products (8)
+    LARGE_MAX_N = 32
 
 
 cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
@@ -162,10 +160,12 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     columns of A against four of B) for A^T B. OpenBLAS packs the whole A for these too: on the
     EPYC (best of 7 alternating rounds, GFLOP/s; the machine peaks near 75) a 10,000-word
     softmax's W, 10,000 x 256, times 22 columns (a sentence's hidden states) ran at 41-55
-    against 28-30, at 8 columns at 42-47 against 16-19 (17-20 column by column), at 48 at 45-55
-    against 45-47, at 64 at 43-57 against 53-57; W^T times 22 columns at 50-54 against 28-31,
-    at 48 at 58 against 52; A^T B with A 1,024 x 256 to 256 x 1,024 at 16 columns at 48-70
-    against 32, at 32 at 49-63 against 46, at 48 at 50-64 against 54-56. An A whose columns lie
+    against 28-30, at 8 columns at 42-47 against 16-19 (17-20 column by column), at 32 at 42
+    against 42, at 48 at 45 against 46 (bench/gemm_shapes.py --large, two runs: 1.33-2.29x
+    OpenBLAS's speed at 22 columns, 0.93-1.23 at 32, 0.87-1.01 at 48); W^T times 22 columns at
+    50-54 against 28-31 (1.40-1.42x), at 48 0.91-0.95x; A^T B with A 1,024 x 256 to 256 x 1,024
+    at 16 columns at 48-70 against 32, at 32 at 49-63 against 46, at 48 at 50-64 against
+    54-56. So both stop at 32 columns. An A whose columns lie
     a multiple of 512 bytes apart (its panels' lines then share a few of L1's sets) stays with
     OpenBLAS in gemm past 24 columns, or past 8 where they lie 16 KB apart or more: 8,192 x 256 at
     44 columns ran at 43 through the panels against 50 (65 with 8,200 rows apart), at 16 at 18
@@ -180,7 +180,7 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
         if ta == b'N':
             if n >= 3 and k >= 64:
                 return 7
-        elif k >= 256 and (n <= LARGE_T_N or k >= LARGE_T_LONG_K):
+        elif k >= 256:
             return 8
     if _narrow_on:
         if ta == b'N':
@@ -413,8 +413,8 @@ def _set_narrow(bint on):
 
 
 def _set_large(bint on):
-    """Without dyn's register kernels: the products of an A of 2^18 elements and more with 9-48
-    columns through _narrowgemm.h's panels and long dot products (on, the default) or OpenBLAS
+    """Without dyn's register kernels: the products of an A of 2^18 elements and more with up to
+    32 columns through _narrowgemm.h's panels and long dot products (on, the default) or OpenBLAS
     (off: for measurements); returns the previous setting."""
     global _large_on
     cdef bint old = _large_on
