@@ -424,13 +424,16 @@ def test_batched_lstm_steps_leave_their_weight_gradient_to_the_alias(device, gat
     in a second backward of the same graph (no column of the first pass is taken twice). gather
     False: the alias's path when the memory for that one product cannot be had (one product per
     step and per batch, in place), which must give the same gradients, not drop them."""
-    from dyn._core.cpu import rnn as _rnn
+    from dyn._core.cpu import outerq
 
-    old_gather = _rnn._set_gather(gather)
+    old_gather = outerq._set_gather(True)
     try:
-        _alias_gradients_match_unbatched(device)
+        want = _alias_gradients_match_unbatched(device)
+        outerq._set_gather(gather)
+        got = _alias_gradients_match_unbatched(device)
     finally:
-        _rnn._set_gather(old_gather)
+        outerq._set_gather(old_gather)
+    _assert_same(want, got)     # (the unbatched graph takes that path too: compare with gathering)
 
 
 def _alias_gradients_match_unbatched(device):
@@ -467,6 +470,7 @@ def _alias_gradients_match_unbatched(device):
     if device == "CPU":
         assert res[1][2] > 0                     # the batches' columns went to the alias
     _assert_same(res[0][:2], res[1][:2])
+    return res[1][:2]
 
 
 def test_dropped_members_sink_is_zeroed_and_large_enough(device, monkeypatch):

@@ -13,13 +13,13 @@ fa: 0 forget bias
 aux: a per-element head (HVAL), then regions of B columns each (see Step)
 """
 from libc.math cimport tanh
-from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 from dyn._core.core.graph cimport Graph, Node, set_kernels, kfwd_fn, kbwd_fn, DEV_CPU, dim_total, arg
 from dyn._core.core.graph cimport F_AB, F_PTRS, F_VIA_ALIAS
 from dyn._core.core.graph cimport elem_v, elem_g
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.cpu cimport blas as _blas
+from dyn._core.cpu.outerq cimport outer_now, outer_queue, outer_flush
 from dyn._core.ops.util cimport lstm_gate_act
 from dyn._core.ops.rnn cimport PREV, MASK_H, MASK_G, HVAL, PSTEP, OP_STEP, OP_WEIGHT, OP_CELL, OP_PART
 
@@ -344,23 +344,13 @@ cdef void _dgates(Node* n, Step* L, real* gy) noexcept:
 
 # A batch of steps (dyn/_core/core/autobatch.pyx) reads Wh itself, not its alias; when its members
 # read it through an alias (F_VIA_ALIAS), that alias's backward runs after the batch's, so the
-# batch leaves its columns (d of the pre-activations and h_{t-1}, where they lie in its scratch)
-# here, and bwd_weight includes them in its one product: a sentence's character LSTMs, batched
-# across words, then make one dWh product per graph, not one per batch (on an AMD EPYC, OpenBLAS
-# takes 4.8 us for 256 x 64 x 4, about 1.2 us a column, against 0.55 a column at 126).
+# batch queues its product (d of the pre-activations and h_{t-1}, where they lie in its scratch) in
+# dyn/_core/cpu/outerq.pyx, and bwd_weight queues the single steps' and flushes Wh's gradient: one
+# product over all the columns. A sentence's character LSTMs, batched across words, then make one
+# dWh product per graph, not one per batch (on an AMD EPYC, OpenBLAS takes 4.8 us for
+# 256 x 64 x 4, about 1.2 us a column, against 0.55 a column at 126).
 
-ctypedef struct Deferred:
-    void* wg        # the gradient it goes to (w.g of the alias's argument); NULL once taken
-    char* D
-    char* X
-    int ldx, B
-
-cdef Deferred* _DEF = NULL
-cdef int _ndef = 0, _cdef = 0
-cdef long _def_pass = -1     # the backward pass (g.nbwd) the records belong to
-cdef long _def_taken = 0     # columns the aliases took from batches (tests)
-
-
+cdef long _def_taken = 0     # columns batches queued for their alias (tests)
 cdef bint _def_on = True     # off only to measure a batch's own product (_set_defer)
 
 
@@ -374,7 +364,7 @@ def _set_defer(bint on):
 
 
 def _deferred_columns(bint reset=False):
-    """Test hook: how many batch columns lstm_step_weight nodes took into their dWh product since
+    """Test hook: how many batch columns were queued for lstm_step_weight nodes' dWh product since
     the last reset."""
     global _def_taken
     out = _def_taken
@@ -383,23 +373,13 @@ def _deferred_columns(bint reset=False):
     return out
 
 
-cdef bint _defer(Graph* g, void* wg, Step* L) noexcept:
-    """Leave batch L's dWh columns to the alias's backward; False (do it now) when out of memory."""
-    global _DEF, _ndef, _cdef, _def_pass
-    cdef Deferred* r
-    cdef int c
-    if _def_pass != g.nbwd:
-        _ndef = 0
-        _def_pass = g.nbwd
-    if _ndef == _cdef:
-        c = 2 * _cdef if _cdef else 64
-        r = <Deferred*>realloc(_DEF, <size_t>c * sizeof(Deferred))
-        if r == NULL:
-            return False
-        _DEF, _cdef = r, c
-    r = &_DEF[_ndef]
-    r.wg, r.D, r.X, r.ldx, r.B = wg, L.D, L.X, L.ldx, L.B
-    _ndef += 1
+cdef bint _defer(void* wg, Step* L) noexcept:
+    """Queue batch L's dWh columns for the alias's backward; False (do it now) when out of memory."""
+    global _def_taken
+    cdef int H = L.H
+    if not outer_queue(<char*>wg, L.D, 4 * H, L.X, L.ldx, 4 * H, H, L.B, 4 * H, L.isz):
+        return False
+    _def_taken += L.B
     return True
 
 
@@ -431,8 +411,8 @@ cdef void bwd_step(Graph* g, Node* n, int i, real* gy) noexcept:
     elif which == 2:           # dWh += d h_{t-1}^T, summed over the batch
         if a.op == OP_WEIGHT:
             pass               # lstm_step_weight does it for every step in one product
-        elif _def_on and (a.flags & F_VIA_ALIAS) and _defer(g, a.g, &L):
-            pass               # a batch's columns: the same product (bwd_weight), deferred
+        elif _def_on and (a.flags & F_VIA_ALIAS) and _defer(a.g, &L):
+            pass               # a batch's columns: the same product (bwd_weight), queued
         elif L.B == 1:
             _ger(H4, H, <real*>L.D, <real*>L.X, <real*>a.g)
         else:
@@ -473,87 +453,20 @@ cdef void fwd_weight(Graph* g, Node* n, real* y) noexcept:
     n.v = arg(g, n, 0).v
 
 
-cdef bint _gather_on = True  # off only in tests: bwd_weight's out-of-memory path (_set_gather)
-
-
-def _set_gather(bint on):
-    """Test hook: lstm_step_weight gathers its steps' columns into one product (on, the default)
-    or takes the path it takes when that memory cannot be had (off); returns the previous
-    setting."""
-    global _gather_on
-    cdef bint old = _gather_on
-    _gather_on = on
-    return old
-
-
-cdef void _weight_each(Graph* g, int me, Node* w, int isz) noexcept:
-    """bwd_weight without its gathered product: dWh += d h_{t-1}^T of each live step that reads
-    the alias, and of each batch that left its columns to it, one product each (the columns'
-    own memory, in place)."""
-    global _def_taken
-    cdef Node* s
-    cdef Step L
-    cdef int j, r, H = w.dim.d[1], dt = 0 if isz == 4 else 1
-    for j in range(me + 1, g.bwd_target + 1):
-        s = &g.nodes[j]
-        if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
-            _layout(g, s, &L, isz)
-            _blas.gemm(dt, b'N', b'T', 4 * H, H, L.B, 1.0, L.D, 4 * H, L.X, L.ldx, 1.0, w.g, 4 * H)
-    if _def_pass == g.nbwd:
-        for r in range(_ndef):
-            if _DEF[r].wg != w.g:
-                continue
-            _blas.gemm(dt, b'N', b'T', 4 * H, H, _DEF[r].B, 1.0, _DEF[r].D, 4 * H, _DEF[r].X, _DEF[r].ldx, 1.0,
-                       w.g, 4 * H)
-            _def_taken += _DEF[r].B
-            _DEF[r].wg = NULL
-
-
 cdef void bwd_weight(Graph* g, Node* n, int i, real* gy) noexcept:
-    global _def_taken
     cdef Node* w = arg(g, n, 0)
     cdef Node* s
     cdef Step L
-    cdef int me = <int>(n - g.nodes), j, b, r, cols = 0, k = 0, H = w.dim.d[1], isz = sizeof(real)
-    cdef char* D
-    cdef char* X
+    cdef int me = <int>(n - g.nodes), j, H = w.dim.d[1], isz = sizeof(real)
     if <void*>gy != w.g:    # (a parameter's alias has the parameter's gradient: nothing to add)
         _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, w.g)
     for j in range(me + 1, g.bwd_target + 1):
         s = &g.nodes[j]
         if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
-            cols += s.dim.bd
-    if _def_pass == g.nbwd:
-        for r in range(_ndef):
-            if _DEF[r].wg == w.g:
-                cols += _DEF[r].B
-    if cols == 0:
-        return
-    D = <char*>malloc(<size_t>cols * 5 * H * isz) if _gather_on else NULL
-    if D == NULL:               # no memory to gather the columns: one product per step and batch
-        _weight_each(g, me, w, isz)
-        return
-    X = D + <size_t>cols * 4 * H * isz
-    for j in range(me + 1, g.bwd_target + 1):
-        s = &g.nodes[j]
-        if s.op == OP_STEP and s.g != NULL and not (s.flags & F_AB) and (s.ia[1] & PREV) and g.ipool[s.arg_off + 2] == me:
             _layout(g, s, &L, isz)
-            for b in range(L.B):
-                memcpy(D + <size_t>(k + b) * 4 * H * isz, _col4(&L, L.D, b), <size_t>4 * H * isz)
-                memcpy(X + <size_t>(k + b) * H * isz, L.X + <size_t>b * L.ldx * isz, <size_t>H * isz)
-            k += L.B
-    if _def_pass == g.nbwd:
-        for r in range(_ndef):
-            if _DEF[r].wg != w.g:
-                continue
-            memcpy(D + <size_t>k * 4 * H * isz, _DEF[r].D, <size_t>_DEF[r].B * 4 * H * isz)
-            for b in range(_DEF[r].B):
-                memcpy(X + <size_t>(k + b) * H * isz, _DEF[r].X + <size_t>b * _DEF[r].ldx * isz, <size_t>H * isz)
-            k += _DEF[r].B
-            _def_taken += _DEF[r].B
-            _DEF[r].wg = NULL
-    _blas.gemm(real_dtype(gy), b'N', b'T', 4 * H, H, cols, 1.0, D, 4 * H, X, H, 1.0, w.g, 4 * H)
-    free(D)
+            if not outer_queue(<char*>w.g, L.D, 4 * H, L.X, L.ldx, 4 * H, H, L.B, 4 * H, isz):
+                outer_now(4 * H, H, L.B, <real*>L.D, 4 * H, <real*>L.X, L.ldx, <real*>w.g, 4 * H)
+    outer_flush(<char*>w.g, <char*>w.g + <size_t>4 * H * H * isz)
 
 set_kernels(OP_WEIGHT, DEV_CPU, <kfwd_fn>fwd_weight[float], <kfwd_fn>fwd_weight[double],
             <kbwd_fn>bwd_weight[float], <kbwd_fn>bwd_weight[double])

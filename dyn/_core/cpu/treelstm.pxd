@@ -24,19 +24,14 @@ ctypedef struct Lay:
     char* S       # max(I, H) x B  scratch
 
 # A node's share of a weight gradient is done now (Q_NONE), queued (Q_ALL: flushed by
-# _flush_range), or queued when the weight is a parameter and deferring is on (Q_PARAM: done at the
-# end of backward).
+# outer_flush, dyn/_core/cpu/outerq.pyx), or queued when the weight is a parameter and deferring is
+# on (Q_PARAM: done at the end of backward).
 cdef enum:
     Q_NONE = 0
     Q_PARAM = 1
     Q_ALL = 2
 
-# The layout for items of isz bytes (a kernel's sizeof(real)), G += D X^T, and a node's share of a
-# weight gradient (D: L.D typed), fused over the float type as the kernels are.
+# The layout for items of isz bytes (a kernel's sizeof(real)), and a node's share of a weight
+# gradient (D: L.D typed), fused over the float type as the kernels are.
 cdef void _layout_isz(Graph* g, Node* n, Lay* L, int isz) noexcept
-cdef void _outer_r(int m, int k, int n, real* D, int ldd, real* X, int ldx, real* G, int ldg) noexcept
 cdef void _piece_direct_r(Lay* L, int role, int part, real* D, int mode) noexcept
-# Whether parameters' weight products wait for the end of backward; the queued products into
-# gradients in [lo, hi), now.
-cdef bint _deferring() noexcept
-cdef void _flush_range(char* lo, char* hi) noexcept

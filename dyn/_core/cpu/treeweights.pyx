@@ -18,7 +18,8 @@ from dyn._core.core.graph cimport (Graph, Node, set_kernels, kfwd_fn, kbwd_fn, D
                                    F_PGRAD)
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.cpu cimport blas as _blas
-from dyn._core.cpu.treelstm cimport Lay, _layout_isz, _piece_direct_r, _deferring, _flush_range, Q_ALL
+from dyn._core.cpu.treelstm cimport Lay, _layout_isz, _piece_direct_r, Q_ALL
+from dyn._core.cpu.outerq cimport outer_deferring, outer_flush
 from dyn._core.ops.treelstm cimport OP_W, is_tree_op
 
 
@@ -55,11 +56,11 @@ cdef void bwd_w(Graph* g, Node* n, int i, real* gy) noexcept:
                 _layout_isz(g, c, &L, sizeof(real))
                 for part in range(2):
                     _piece_direct_r(&L, role, part, <real*>L.D, Q_ALL)
-    if not ((n.flags & F_PGRAD) and _deferring()):
+    if not ((n.flags & F_PGRAD) and outer_deferring()):
         # not a parameter's gradient (read before the pass ends): this weight's products now, one per
         # group of alike nodes; a parameter's wait for the end of backward with the batched nodes'
         # products of the same weight (dyn/_core/cpu/treelstm.pyx)
-        _flush_range(<char*>gy, <char*>gy + <size_t>dim_total(&n.dim) * sizeof(real))
+        outer_flush(<char*>gy, <char*>gy + <size_t>dim_total(&n.dim) * sizeof(real))
     if <void*>gy != a.g:
         _blas.axpy(real_dtype(gy), dim_total(&n.dim), 1.0, gy, a.g)
 
