@@ -1,5 +1,5 @@
 /* float32 products of a matrix with a few columns, for CPUs without AVX-512
- * (dyn/_core/cpu/blas.pyx, its path 6).
+ * (dyn/_core/cpu/blas.pyx, its paths 6, 7 and 8).
  *
  * When automatic batching runs a handful of LSTM steps or tree nodes as one,
  * their weight product has 2-12 columns: C = A B with A 256 x 64 (a
@@ -13,6 +13,9 @@
  *
  * dyn_sgemm_nn_narrow: C = alpha A B + beta C, A m x k, B k x n.
  * dyn_sgemm_tn_narrow: C = alpha A^T B + beta C, A k x m, B k x n.
+ * For an A too large for the caches (2^18 elements and more), the same two
+ * products with blocks of their own (further down: 15 and 16 registers):
+ * dyn_sgemm_nn_panels, and dyn_sgemm_tn_long (k in stretches of kc).
  * Column-major, leading dimensions as BLAS's; beta = 0 writes C without
  * reading it. The sums run in another order than BLAS's: results agree with
  * it to float rounding. */
