@@ -108,7 +108,7 @@ cdef inline bint _alike(Outer* f, Outer* e) noexcept nogil:
 
 cdef bint _grow_scratch(size_t need) noexcept:
     global _oscr, _oscrcap
-    cdef char* s = <char*>malloc(need) if _gather else NULL
+    cdef char* s = <char*>malloc(need)
     if s == NULL:
         return False
     free(_oscr)
@@ -134,7 +134,7 @@ cdef void outer_flush(char* lo, char* hi) noexcept:
             if _alike(&_q[j], &e):
                 cols += _q[j].n
         need = <size_t>(e.m + e.k) * cols * e.isz
-        if cols == e.n or ((need > _oscrcap or not _gather) and not _grow_scratch(need)):
+        if cols == e.n or not _gather or (need > _oscrcap and not _grow_scratch(need)):
             for j in range(i, _nq):     # alone, or no memory for the copies: one product each
                 f = &_q[j]
                 if _alike(f, &e):
