@@ -81,6 +81,9 @@ def autobatch_stats(reset=False):
     ``backward_s`` (whole engine time, kernels included). The engine times its
     kernels, which the scheduling seconds need, from the first call of this
     function on (reading the clock around every kernel costs time of its own).
+    ``plan_replays`` counts forward passes that replayed the batches of an
+    earlier graph recording the same (see docs/autobatching.md, "Plans of
+    repeated graphs"), ``plans_stored`` how many such plans are kept now.
     """
     return _autobatch.stats(reset)
 

@@ -130,6 +130,7 @@ cdef int* SREADY = NULL
 cdef long st_nodes = 0, st_batches = 0, st_batched = 0, st_singles = 0, st_calls = 0
 cdef long st_inplace = 0, st_permember = 0, st_gathered = 0, st_gbytes = 0
 cdef double st_sched = 0, st_fwd = 0, st_bwd = 0, st_bwd_sched = 0
+cdef long st_plan_hits = 0
 
 
 cdef extern from "_ticks.h" nogil:
@@ -388,6 +389,249 @@ cdef int _clear_sigs() except -1:
     return 0
 
 
+# ---------------------------------------------------------------- plans of repeated graphs
+# A training loop builds graphs of a few shapes over and over (a tagger: one per sentence length).
+# What the agenda decides (which nodes run together, in which order) depends only on what the
+# signatures read, so a forward over a whole graph first writes those fields of every node into a
+# record (REC): op, argument count and ids, Dim, and for non-leaves the attributes, scratch size,
+# per-op pointers and index lists (a leaf's value, index list and pointers cannot change the
+# plan: leaves run alone, and their consumers' signatures read only their op and Dim). A graph
+# whose record equals a stored plan's, compared whole, replays the plan's units: the same kernel
+# calls in the same order, on the same batches, so values and gradients are those of the agenda
+# bit for bit, without its signatures, dependency lists and selection. Plans are found by a quick
+# hash of the nodes' ops, argument ids and Dims (_shape_hash): a shape seen for the first time
+# costs no record, the second time its record and units are stored, and from then on a graph of
+# that hash whose record equals the plan's replays it. Graphs computed in several forward calls
+# (nodes already computed below the first) are not recorded.
+
+cdef struct Plan:
+    unsigned long h
+    long nrec
+    long nunits
+    long* rec
+    int* units         # per unit: m, then m node ids (m == 1: a single node, run as the agenda does)
+
+cdef bint plan_on = True
+cdef long* REC = NULL
+cdef long nrec = 0, crec = 0
+cdef Plan* PLANS = NULL
+cdef int nplans = 0
+cdef long plan_bytes = 0
+cdef int PLAN_CAP = 256
+cdef int PLAN_MAX = PLAN_CAP                # plans kept; past it (or PLAN_BYTES) all are dropped
+cdef long PLAN_BYTES = 64 << 20
+cdef bint plan_hash_real = True             # test hook: False gives every graph one shape hash
+cdef dict _PLAN_IX = {}                     # shape hash -> index in PLANS
+cdef set _PLAN_SEEN = set()                 # shape hashes seen once (no plan stored yet)
+
+
+def _set_plan_cache(bint on):
+    """Test hook: replay the plans of repeated graphs (default) or always run the agenda."""
+    global plan_on
+    plan_on = on
+    _plans_clear()
+
+
+def _plans():
+    """Plans stored (tests)."""
+    return nplans
+
+
+def _set_plan_limits(int max_plans=256, long max_bytes=64 << 20):
+    """Test hook: at most max_plans (<= 256) plans and max_bytes of them are kept."""
+    global PLAN_MAX, PLAN_BYTES
+    PLAN_MAX = max(1, min(max_plans, PLAN_CAP))
+    PLAN_BYTES = max_bytes
+    _plans_clear()
+
+
+def _set_plan_hash(bint real):
+    """Test hook: real=False gives every graph the same shape hash, so only the whole-record
+    comparison tells graphs apart."""
+    global plan_hash_real
+    plan_hash_real = real
+    _plans_clear()
+
+
+cdef void _plans_clear() noexcept:
+    global nplans, plan_bytes
+    cdef int i
+    for i in range(nplans):
+        free(PLANS[i].rec)
+        free(PLANS[i].units)
+    nplans = 0
+    plan_bytes = 0
+    _PLAN_IX.clear()
+    _PLAN_SEEN.clear()
+
+
+cdef unsigned long _shape_hash(Graph* g, int N) noexcept:
+    """A quick hash of nodes [0, N)'s ops, argument ids and Dims (never 0): plans are looked up by
+    it, and a graph whose hash was never seen before costs no record."""
+    cdef int i, j
+    cdef Node* n
+    cdef int* a
+    cdef unsigned long h = <unsigned long>N * 0x9e3779b97f4a7c15UL + <unsigned long>PART_LIMIT
+    cdef unsigned long x
+    h += <unsigned long>(g.dtype * 4 + g.device) * 0xbf58476d1ce4e5b9UL
+    for i in range(N):
+        n = &g.nodes[i]
+        x = <unsigned long>(n.op | (n.nargs << 8)) * _HMUL[i & 15]
+        x += (<unsigned long>n.dim.nd + (<unsigned long>n.dim.bd << 8)
+              + (<unsigned long>(n.dim.d[0] if n.dim.nd else 0) << 32)) * _HMUL[(i + 5) & 15]
+        a = &g.ipool[n.arg_off]
+        for j in range(n.nargs):
+            x += <unsigned long>a[j] * _HMUL[(i + j + 9) & 15]
+        h += x ^ (x >> 29)
+    h ^= h >> 31
+    h *= 0x9e3779b97f4a7c15UL
+    h ^= h >> 29
+    if not plan_hash_real:
+        return 1
+    return h if h else 1
+
+
+cdef int _record(Graph* g, int N) except -1:
+    """Write the record of nodes [0, N) into REC (nrec words)."""
+    global nrec
+    cdef int i
+    cdef long k = 0, w, nw
+    cdef Node* n
+    for i in range(N):
+        n = &g.nodes[i]
+        nw = 15 + (n.nargs + 1) // 2 + ((n.nidx + 1) // 2 if n.nargs else 0)
+        if k + nw > crec:
+            _grow(<void**>&REC, &crec, k + nw, sizeof(long))
+        REC[k] = n.op | (<long>(n.pyref >= 0) << 8) | (<long>((n.flags & F_FIXED) != 0) << 9) | (<long>n.nargs << 10)
+        REC[k + 1] = <long>n.dim.nd | (<long>n.dim.bd << 32)
+        REC[k + 2] = 0                                  # the Dim's sizes: its nd entries only (the
+        REC[k + 3] = 0                                  # rest of d[7] may hold anything), in 4 words
+        REC[k + 4] = 0
+        REC[k + 5] = 0
+        memcpy(&REC[k + 2], &n.dim.d[0], n.dim.nd * sizeof(int))
+        k += 6
+        if n.nargs == 0:
+            continue
+        REC[k] = n.nidx
+        REC[k + 1] = n.naux
+        REC[k + 2] = <long>n.ptr
+        REC[k + 3] = <long>n.gptr
+        memcpy(&REC[k + 4], &n.ia[0], 6 * sizeof(int))     # words 4..6
+        memcpy(&REC[k + 7], &n.fa[0], 2 * sizeof(double))  # words 7..8
+        k += 9
+        w = (n.nargs + 1) // 2
+        REC[k + w - 1] = 0
+        memcpy(&REC[k], &g.ipool[n.arg_off], n.nargs * sizeof(int))
+        k += w
+        if n.nidx and not (ab_spec(n.op).flags & AB_IDX):
+            w = (n.nidx + 1) // 2
+            REC[k + w - 1] = 0
+            memcpy(&REC[k], &g.ipool[n.idx_off], n.nidx * sizeof(int))
+            k += w
+    nrec = k
+    return 0
+
+
+cdef int _plan_find(unsigned long h) except -2:
+    """The stored plan of shape hash h if its record equals REC (compared whole), or -1."""
+    cdef object ix = _PLAN_IX.get(h)
+    cdef int p
+    if ix is None:
+        return -1
+    p = <int>ix
+    if PLANS[p].nrec != nrec or memcmp(PLANS[p].rec, REC, nrec * sizeof(long)) != 0:
+        return -1
+    return p
+
+
+cdef int _plan_store(unsigned long h, long nlog0) noexcept:
+    """Keep the units this forward ran (LOG[nlog0:]) as the plan of the record in REC, under shape
+    hash h (a plan of the same hash but another record is replaced). The forward has run: nothing
+    here may fail it, so without memory no plan is kept."""
+    global nplans, plan_bytes, PLANS
+    cdef long r, nu = 0, k
+    cdef int u, j, p
+    cdef Batch* B
+    cdef size_t bytes_
+    for r in range(nlog0, nlog):
+        u = LOG[r]
+        nu += 2 if u >= 0 else 1 + BT[-1 - u].m
+    bytes_ = nrec * sizeof(long) + nu * sizeof(int)
+    if bytes_ > <size_t>(PLAN_BYTES // 4):
+        return 0
+    ix = _PLAN_IX.get(h)
+    if ix is not None:              # a record with the same hash (rare): the newer one replaces it
+        p = <int>ix
+        if PLANS[p].nrec >= 0:
+            plan_bytes -= PLANS[p].nrec * sizeof(long) + PLANS[p].nunits * sizeof(int)
+        free(PLANS[p].rec)
+        free(PLANS[p].units)
+    else:
+        if nplans >= PLAN_MAX or plan_bytes + <long>bytes_ > PLAN_BYTES:
+            _plans_clear()
+        if PLANS == NULL:
+            PLANS = <Plan*>malloc(PLAN_CAP * sizeof(Plan))
+            if PLANS == NULL:
+                return 0
+        p = nplans
+        nplans += 1
+    PLANS[p].rec = <long*>malloc(nrec * sizeof(long) if nrec else 1)
+    PLANS[p].units = <int*>malloc(nu * sizeof(int) if nu else 1)
+    if PLANS[p].rec == NULL or PLANS[p].units == NULL:
+        free(PLANS[p].rec)
+        free(PLANS[p].units)
+        PLANS[p].rec = NULL
+        PLANS[p].units = NULL
+        PLANS[p].nrec = -1          # never matches
+        PLANS[p].nunits = 0
+        return 0
+    memcpy(PLANS[p].rec, REC, nrec * sizeof(long))
+    PLANS[p].nrec = nrec
+    PLANS[p].h = h
+    k = 0
+    for r in range(nlog0, nlog):
+        u = LOG[r]
+        if u >= 0:
+            PLANS[p].units[k] = 1
+            PLANS[p].units[k + 1] = u
+            k += 2
+        else:
+            B = &BT[-1 - u]
+            PLANS[p].units[k] = B.m
+            for j in range(B.m):
+                PLANS[p].units[k + 1 + j] = BI[B.mem + j]
+            k += 1 + B.m
+    PLANS[p].nunits = nu
+    plan_bytes += bytes_
+    _PLAN_IX[h] = p
+    _PLAN_SEEN.discard(h)
+    return 0
+
+
+cdef double _replay(Graph* g, int p) except -1:
+    """Run plan p's units (as the agenda ran them); returns the kernels' time in ticks."""
+    global st_singles, st_batches, st_batched
+    cdef int* U = PLANS[p].units
+    cdef long i = 0, nu = PLANS[p].nunits
+    cdef int m
+    cdef double tk = 0
+    cdef unsigned long long c1
+    while i < nu:
+        m = U[i]
+        if m == 1:
+            c1 = _ticks()
+            exec_node(U[i + 1])
+            tk += _ticks() - c1
+            _log(U[i + 1])
+            st_singles += 1
+        else:
+            tk += _run_batch(g, U + i + 1, m)
+            st_batches += 1
+            st_batched += m
+        i += 1 + m
+    return tk
+
+
 # ---------------------------------------------------------------- forward
 
 cdef int _cmp_int(const void* a, const void* b) noexcept nogil:
@@ -434,7 +678,7 @@ cdef int _order(int* mem, int m, int c0) except -1:
 
 
 cdef int _ab_forward(int nid) except -1:
-    global st_calls, st_nodes, st_batches, st_batched, st_singles, st_sched, st_fwd
+    global st_batches, st_batched, st_singles, st_plan_hits
     cdef Graph* g = cg()
     cdef int c0 = g.computed, N = nid - g.computed + 1
     cdef int i, j, k, a, s, d, best, m, q0 = 0, q1 = 0, done = 0, u
@@ -442,8 +686,26 @@ cdef int _ab_forward(int nid) except -1:
     cdef double t0 = _now(), tk = 0, t1, bestd, avg
     cdef unsigned long long c0t = _ticks(), c1   # kernel time in ticks (tk), seconds at the end
     cdef Node* n
+    cdef unsigned long h = 0
+    cdef long nlog0 = nlog
+    cdef int pl
     if N <= 0:
         return 0
+    if plan_on and c0 == 0:
+        h = _shape_hash(g, N)
+        if h in _PLAN_IX or h in _PLAN_SEEN:   # a shape seen before: its record (before any kernel
+            _record(g, N)                      # runs: they may set fields it reads)
+            pl = _plan_find(h)
+            if pl >= 0:
+                tk = _replay(g, pl)
+                st_plan_hits += 1
+                _forward_done(g, nid, N, t0, tk, c0t)
+                return 0
+        else:
+            if len(_PLAN_SEEN) >= 8 * PLAN_MAX:
+                _PLAN_SEEN.clear()
+            _PLAN_SEEN.add(h)
+            h = 0                               # first sighting: no plan kept
     _grow_nodes(N + 2)
     _clear_sigs()
     # 1. pending argument counts, depths, successor counts, signatures
@@ -536,6 +798,15 @@ cdef int _ab_forward(int nid) except -1:
         done += m
         for j in range(m):
             _release(MEMB[j] - c0, &q1)
+    if h:
+        _plan_store(h, nlog0)
+    _forward_done(g, nid, N, t0, tk, c0t)
+    return 0
+
+
+cdef inline void _forward_done(Graph* g, int nid, int N, double t0, double tk, unsigned long long c0t) noexcept:
+    global st_calls, st_nodes, st_fwd, st_sched
+    cdef double t1
     g.computed = nid + 1
     st_calls += 1
     st_nodes += N
@@ -543,7 +814,6 @@ cdef int _ab_forward(int nid) except -1:
     st_fwd += t1
     if _timing:
         st_sched += t1 - _seconds(tk, t1, _ticks() - c0t)
-    return 0
 
 
 cdef inline double _seconds(double ticks, double wall, unsigned long long span) noexcept:
@@ -559,6 +829,7 @@ def _set_part_limit(long n):
     upper bound MAX_ELEMS), so the splitting of large batches can be tested on small tensors."""
     global PART_LIMIT
     PART_LIMIT = n if 0 < n < MAX_ELEMS else MAX_ELEMS
+    _plans_clear()
 
 
 cdef int _part_end(Graph* g, int* mem, int j0, int m) noexcept:
@@ -1131,17 +1402,19 @@ def stats(bint reset=False):
     starts the counting of kernel time, from which the scheduling seconds come (until then the
     engine does not read the tick counter around its kernels)."""
     global st_nodes, st_batches, st_batched, st_singles, st_calls, st_sched, st_fwd, st_bwd, st_bwd_sched
-    global st_inplace, st_permember, st_gathered, st_gbytes, _timing
+    global st_inplace, st_permember, st_gathered, st_gbytes, _timing, st_plan_hits
     _timing = True
     out = {"forward_calls": st_calls, "nodes": st_nodes, "batches": st_batches, "batched_nodes": st_batched,
            "singles": st_singles, "args_in_place": st_inplace, "args_per_member": st_permember,
            "args_gathered": st_gathered, "gathered_bytes": st_gbytes,
            "schedule_s": st_sched + st_bwd_sched, "forward_schedule_s": st_sched,
-           "backward_schedule_s": st_bwd_sched, "forward_s": st_fwd, "backward_s": st_bwd}
+           "backward_schedule_s": st_bwd_sched, "forward_s": st_fwd, "backward_s": st_bwd,
+           "plan_replays": st_plan_hits, "plans_stored": nplans}
     if reset:
         st_nodes = st_batches = st_batched = st_singles = st_calls = 0
         st_inplace = st_permember = st_gathered = st_gbytes = 0
         st_sched = st_fwd = st_bwd = st_bwd_sched = 0
+        st_plan_hits = 0
     return out
 
 
@@ -1169,3 +1442,10 @@ def kernel_batchable(str name):
 def _value_address(int nid):
     """Address of a node's value (tests: batch members are adjacent)."""
     return <size_t>cg().nodes[nid].v
+
+
+def _debug_record():
+    """The plan record of the current graph's nodes (tests and debugging)."""
+    cdef Graph* g = cg()
+    _record(g, g.n)
+    return [REC[i] for i in range(nrec)]

@@ -1,0 +1,213 @@
+"""Plans of repeated graphs: a graph whose nodes record the same as an earlier one's (ops,
+arguments, Dims, attributes) replays the batches the agenda chose for it. Replayed graphs must
+give the agenda's values and gradients bit for bit, graphs that differ only where the quick shape
+hash cannot see must not be replayed, and nothing may depend on the hash being right."""
+
+import numpy as np
+import pytest
+
+import dyn as dy
+from dyn._core.core import autobatch as _autobatch
+from dyn.graph import autobatch_stats
+
+
+@pytest.fixture(autouse=True)
+def _plan_defaults():
+    _autobatch._set_plan_cache(True)
+    yield
+    _autobatch._set_plan_cache(True)
+    _autobatch._set_plan_hash(True)
+    _autobatch._set_plan_limits()
+
+
+class Tagger:
+    """A BiLSTM tagger's graph: lookups, two LSTMs, an MLP and a loss per word."""
+
+    def __init__(self):
+        dy.reset_random_seed(11)               # the builders' initial weights
+        self.m = dy.ParameterCollection()
+        rs = np.random.RandomState(4)
+        self.E = self.m.lookup_parameters_from_numpy(rs.uniform(-1, 1, (20, 6)))
+        self.H = self.m.parameters_from_numpy(rs.uniform(-1, 1, (5, 8)))
+        self.O = self.m.parameters_from_numpy(rs.uniform(-1, 1, (3, 5)))
+        self.f = dy.VanillaLSTMBuilder(1, 6, 4, self.m)
+        self.b = dy.VanillaLSTMBuilder(1, 6, 4, self.m)
+        self.params = [self.H, self.O]
+
+    def loss(self, words, tags):
+        we = [self.E[w] for w in words]
+        f = self.f.initial_state().transduce(we)
+        b = self.b.initial_state().transduce(list(reversed(we)))
+        xs = [dy.concatenate([x, y]) for x, y in zip(f, reversed(b))]
+        return dy.esum([dy.pickneglogsoftmax(self.O * dy.tanh(self.H * x), t) for x, t in zip(xs, tags)])
+
+    def grads(self):
+        out = [p.grad_as_array().copy() for p in self.params] + [self.E.grad_as_array().copy()]
+        for b in (self.f, self.b):
+            out += [p.grad_as_array().copy() for p in b.get_parameters()[0]]
+        return out
+
+    def zero(self):
+        for p in self.params:
+            p.write_grads(0)
+        self.E.write_grads(0)
+        for b in (self.f, self.b):
+            for p in b.get_parameters()[0]:
+                p.write_grads(0)
+
+
+def _sentences():
+    rs = np.random.RandomState(7)
+    lengths = [3, 5, 3, 5, 3, 4, 3, 5]
+    return [(list(rs.randint(20, size=n)), list(rs.randint(3, size=n))) for n in lengths]
+
+
+def _run(model, sentences, autobatch=True):
+    """Loss, gradients and batches of each sentence's graph, in order."""
+    out = []
+    for words, tags in sentences:
+        model.zero()
+        dy.renew_cg(autobatching=autobatch)
+        loss = model.loss(words, tags)
+        value = loss.value()
+        loss.backward()
+        out.append((value, model.grads(), _autobatch.batches() if autobatch else None))
+    return out
+
+
+def _equal(a, b):
+    for (v0, g0, b0), (v1, g1, b1) in zip(a, b, strict=True):
+        assert v1 == v0
+        assert b1 == b0
+        for x, y in zip(g0, g1, strict=True):
+            np.testing.assert_array_equal(y, x)
+
+
+def test_repeated_graphs_replay_the_agendas_batches_bit_for_bit():
+    """Lengths 3, 5, 3, 5, 3, 4, 3, 5: a shape's plan is kept the second time it is seen and replayed
+    from the third on (the 3-word graph twice, the 5-word once); every graph's loss, gradients
+    and batches equal the agenda's exactly, and the engine off's to rounding."""
+    model = Tagger()
+    sentences = _sentences()
+    _autobatch._set_plan_cache(False)
+    agenda = _run(model, sentences)
+    off = _run(model, sentences, autobatch=False)
+    _autobatch._set_plan_cache(True)
+    autobatch_stats(reset=True)
+    replayed = _run(model, sentences)
+    stats = autobatch_stats()
+    assert stats["plan_replays"] == 3
+    assert stats["plans_stored"] == 2
+    assert all(len(b) > 0 for _, _, b in replayed)
+    _equal(agenda, replayed)
+    for (v0, g0, _), (v1, g1, _) in zip(off, replayed, strict=True):
+        assert v1 == pytest.approx(v0, rel=1e-5)
+        for x, y in zip(g0, g1, strict=True):
+            np.testing.assert_allclose(y, x, rtol=1e-4, atol=1e-6)
+
+
+def test_replays_with_the_parameters_changing_between_graphs(float64):
+    """Training: the update between graphs changes values, never the plan; float64 losses of the
+    run with plans equal those of the agenda's run bit for bit."""
+    losses = []
+    for plans in (False, True):
+        _autobatch._set_plan_cache(plans)
+        model = Tagger()
+        trainer = dy.AdamTrainer(model.m, 0.01)
+        run = []
+        for words, tags in _sentences() * 3:
+            dy.renew_cg(autobatching=True)
+            loss = model.loss(words, tags)
+            run.append(loss.value())
+            loss.backward()
+            trainer.update()
+        losses.append(run)
+    assert losses[1] == losses[0]
+
+
+def _picks(ranges):
+    """Six vectors' picked rows through tanh: the pick ranges decide the batches, not the shapes."""
+    dy.renew_cg(autobatching=True)
+    rng = np.random.RandomState(3)
+    xs = [dy.inputTensor(rng.randn(8)) for _ in range(6)]
+    picks = [dy.pick_range(x, *ranges[j % len(ranges)]) for j, x in enumerate(xs)]
+    loss = dy.esum([dy.sum_elems(dy.tanh(p) * float(j + 1)) for j, p in enumerate(picks)])
+    value = loss.value()
+    loss.backward()
+    return value, [x.gradient() for x in xs], sorted(len(b) for b in _autobatch.batches())
+
+
+@pytest.mark.parametrize("real_hash", [True, False])
+def test_graphs_that_differ_only_in_attributes_are_not_replayed(real_hash):
+    """pick_range(x, 2, 5) and (3, 6) have the same Dims, so the same quick shape hash; six picks
+    of one range run as one batch, of two ranges as two. Alternating the two kinds (and, with
+    real_hash=False, every graph given the same hash) must never replay one's plan on the
+    other."""
+    _autobatch._set_plan_hash(real_hash)
+    one, two = [(2, 5)], [(2, 5), (3, 6)]
+    _autobatch._set_plan_cache(False)
+    expect = {k: _picks(r) for k, r in (("one", one), ("two", two))}
+    assert expect["one"][2] == [6, 6, 6] and expect["two"][2] == [3, 3, 6, 6]   # the picks: 6 or 3 + 3
+    _autobatch._set_plan_cache(True)
+    _autobatch._set_plan_hash(real_hash)
+    autobatch_stats(reset=True)
+    for kind in ["one", "two", "one", "one", "two", "two", "one", "two", "two", "one"]:
+        value, grads, batches = _picks(one if kind == "one" else two)
+        v0, g0, b0 = expect[kind]
+        assert value == v0
+        assert batches == b0
+        for x, y in zip(g0, grads, strict=True):
+            np.testing.assert_array_equal(y, x)
+    assert autobatch_stats()["plan_replays"] > 0
+
+
+def test_every_graph_on_one_hash_still_gets_its_own_batches():
+    """With one shape hash for all graphs, a plan is stored, compared whole and replaced as the
+    graphs change; tagger graphs of three lengths, interleaved, still equal the agenda's."""
+    model = Tagger()
+    sentences = _sentences() * 2
+    _autobatch._set_plan_cache(False)
+    agenda = _run(model, sentences)
+    _autobatch._set_plan_cache(True)
+    _autobatch._set_plan_hash(False)
+    autobatch_stats(reset=True)
+    _equal(agenda, _run(model, sentences))
+    assert _autobatch._plans() == 1
+
+
+def test_a_graph_computed_in_two_forwards_is_not_replayed():
+    """value() in the middle of a graph, then the rest: the second forward starts past computed
+    nodes, which no record covers; repeated, it still equals the agenda's run."""
+    model = Tagger()
+    sentences = [s for s in _sentences() if len(s[0]) == 3]
+
+    def run():
+        out = []
+        for words, tags in sentences:
+            model.zero()
+            dy.renew_cg(autobatching=True)
+            first = model.loss(words[:1], tags[:1])
+            first.value()
+            loss = first + model.loss(words, tags)
+            out.append((loss.value(), (loss.backward(), model.grads())[1], _autobatch.batches()))
+        return out
+
+    _autobatch._set_plan_cache(False)
+    agenda = run()
+    _autobatch._set_plan_cache(True)
+    autobatch_stats(reset=True)
+    _equal(agenda, run())
+    assert autobatch_stats()["plan_replays"] == len(sentences) - 2   # only the first forward's part
+
+
+def test_plan_limits_drop_old_plans():
+    """At most two plans kept: five shapes cycling three times store and drop plans as they go,
+    and every graph still equals the agenda's."""
+    model = Tagger()
+    rs = np.random.RandomState(1)
+    sentences = [(list(rs.randint(20, size=n)), list(rs.randint(3, size=n))) for n in [2, 3, 4, 5, 6] * 3]
+    _autobatch._set_plan_cache(False)
+    agenda = _run(model, sentences)
+    _autobatch._set_plan_limits(2)
+    _equal(agenda, _run(model, sentences))
+    assert _autobatch._plans() <= 2
