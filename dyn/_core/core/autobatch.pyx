@@ -125,6 +125,9 @@ cdef double* SDSUM = NULL
 cdef int* SCNT = NULL
 cdef int* SHEAD = NULL       # ready members (linked through NXT)
 cdef int* SREADY = NULL
+cdef double* SAVG = NULL     # per sig id: its members' average depth (fixed once signatures are done)
+cdef int* ACT = NULL         # the sig ids with ready members (unordered), nact of them
+cdef int nact = 0
 
 # statistics
 cdef long st_nodes = 0, st_batches = 0, st_batched = 0, st_singles = 0, st_calls = 0
@@ -350,7 +353,7 @@ cdef int _signature(Graph* g, int i) except -1:
 
 cdef int _grow_sigs() except -1:
     """Double the signature arrays and rehash."""
-    global csig, htcap, HT, KOFF, KLEN, KHASH, SDSUM, SCNT, SHEAD, SREADY
+    global csig, htcap, HT, KOFF, KLEN, KHASH, SDSUM, SCNT, SHEAD, SREADY, SAVG, ACT
     cdef long c = csig
     cdef int s, slot
     c = c * 2 if c else 256
@@ -361,7 +364,10 @@ cdef int _grow_sigs() except -1:
     SCNT = <int*>realloc(SCNT, c * sizeof(int))
     SHEAD = <int*>realloc(SHEAD, c * sizeof(int))
     SREADY = <int*>realloc(SREADY, c * sizeof(int))
-    if KOFF == NULL or KLEN == NULL or KHASH == NULL or SDSUM == NULL or SCNT == NULL or SHEAD == NULL or SREADY == NULL:
+    SAVG = <double*>realloc(SAVG, c * sizeof(double))
+    ACT = <int*>realloc(ACT, c * sizeof(int))
+    if (KOFF == NULL or KLEN == NULL or KHASH == NULL or SDSUM == NULL or SCNT == NULL or SHEAD == NULL
+            or SREADY == NULL or SAVG == NULL or ACT == NULL):
         raise MemoryError("dyn autobatching: signature table")
     csig = <int>c
     free(HT)
@@ -678,8 +684,9 @@ cdef int _order(int* mem, int m, int c0) except -1:
 
 
 cdef int _ab_forward(int nid) except -1:
-    global st_batches, st_batched, st_singles, st_plan_hits
+    global st_batches, st_batched, st_singles, st_plan_hits, nact
     cdef Graph* g = cg()
+    cdef int ka = -1
     cdef int c0 = g.computed, N = nid - g.computed + 1
     cdef int i, j, k, a, s, d, best, m, q0 = 0, q1 = 0, done = 0, u
     cdef long e = 0
@@ -743,6 +750,9 @@ cdef int _ab_forward(int nid) except -1:
     for i in range(N, 0, -1):
         SSTART[i] = SSTART[i - 1]
     SSTART[0] = 0
+    nact = 0
+    for s in range(1, nsig + 1):
+        SAVG[s] = SDSUM[s] / SCNT[s]
     for i in range(N):
         if LEFT[i] == 0:
             _ready(i, &q1)
@@ -762,12 +772,13 @@ cdef int _ab_forward(int nid) except -1:
             continue
         best = 0
         bestd = 1e300
-        for s in range(1, nsig + 1):
-            if SREADY[s] > 0:
-                avg = SDSUM[s] / SCNT[s]
-                if avg < bestd:
-                    bestd = avg
-                    best = s
+        for j in range(nact):          # the lowest average depth; on a tie, the lowest sig id
+            s = ACT[j]
+            avg = SAVG[s]
+            if avg < bestd or (avg == bestd and s < best):
+                bestd = avg
+                best = s
+                ka = j
         if best == 0:
             raise RuntimeError("dyn autobatching: no node is ready (a cycle?); %d of %d scheduled" % (done, N))
         m = SREADY[best]
@@ -779,6 +790,8 @@ cdef int _ab_forward(int nid) except -1:
             u = NXT[u]
         SHEAD[best] = -1
         SREADY[best] = 0
+        nact -= 1
+        ACT[ka] = ACT[nact]
         if m > 1:
             _order(MEMB, m, c0)
         j = 0
@@ -881,6 +894,7 @@ cdef int _grow_nodes(long need) except -1:
 
 
 cdef inline void _ready(int i, int* q1) noexcept:
+    global nact
     cdef int s = SIG[i]
     if s == 0:
         QUEUE[q1[0]] = i
@@ -888,6 +902,9 @@ cdef inline void _ready(int i, int* q1) noexcept:
     else:
         NXT[i] = SHEAD[s]
         SHEAD[s] = i
+        if SREADY[s] == 0:
+            ACT[nact] = s
+            nact += 1
         SREADY[s] += 1
 
 
