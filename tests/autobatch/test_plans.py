@@ -5,10 +5,14 @@ hash cannot see must not be replayed, and nothing may depend on the hash being r
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dyn as dy
 from dyn._core.core import autobatch as _autobatch
 from dyn.graph import autobatch_stats
+
+from .test_engine import EXAMPLES, D, Model, _example, programs
 
 
 @pytest.fixture(autouse=True)
@@ -211,3 +215,35 @@ def test_plan_limits_drop_old_plans():
     _autobatch._set_plan_limits(2)
     _equal(agenda, _run(model, sentences))
     assert _autobatch._plans() <= 2
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(progs=st.lists(programs, min_size=1, max_size=4), n=st.integers(1, 8), seed=st.integers(0, 1000))
+def test_random_graphs_replayed_three_times(progs, n, seed):
+    """The engine test's random programs, one graph of n examples built three times with other
+    inputs and word indices: the third replays the plan the second stored, and all three equal
+    the agenda's values, gradients and batches bit for bit."""
+    rs = np.random.RandomState(seed)
+    reps = [
+        [(progs[k % len(progs)], list(rs.randint(10, size=3)), rs.uniform(-1, 1, (3, D))) for k in range(n)]
+        for _ in range(3)
+    ]
+    model = Model(seed)
+
+    def run():
+        out = []
+        for examples in reps:
+            model.zero_grads()
+            dy.renew_cg(autobatching=True)
+            loss = dy.esum([_example(model, *e) for e in examples])
+            value = loss.value()
+            loss.backward()
+            out.append((value, [g.copy() for g in model.grads()], _autobatch.batches()))
+        return out
+
+    _autobatch._set_plan_cache(False)
+    agenda = run()
+    _autobatch._set_plan_cache(True)
+    autobatch_stats(reset=True)
+    _equal(agenda, run())
+    assert autobatch_stats()["plan_replays"] == 1
