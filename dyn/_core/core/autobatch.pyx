@@ -411,7 +411,6 @@ cdef int _clear_sigs() except -1:
 # (nodes already computed below the first) are not recorded.
 
 cdef struct Plan:
-    unsigned long h
     long nrec
     long nunits
     long* rec
@@ -593,7 +592,6 @@ cdef int _plan_store(unsigned long h, long nlog0) noexcept:
         return 0
     memcpy(PLANS[p].rec, REC, nrec * sizeof(long))
     PLANS[p].nrec = nrec
-    PLANS[p].h = h
     k = 0
     for r in range(nlog0, nlog):
         u = LOG[r]
@@ -614,27 +612,31 @@ cdef int _plan_store(unsigned long h, long nlog0) noexcept:
     return 0
 
 
+cdef double _run_unit(Graph* g, int* mem, int m) except -1:
+    """Run one unit the agenda picked (or a plan recorded): a single node when m == 1, else the
+    batch mem[0..m); returns the kernels' time in ticks."""
+    global st_singles, st_batches, st_batched
+    cdef unsigned long long c1
+    if m == 1:
+        c1 = _ticks()
+        exec_node(mem[0])
+        c1 = _ticks() - c1
+        _log(mem[0])
+        st_singles += 1
+        return c1
+    st_batches += 1
+    st_batched += m
+    return _run_batch(g, mem, m)
+
+
 cdef double _replay(Graph* g, int p) except -1:
     """Run plan p's units (as the agenda ran them); returns the kernels' time in ticks."""
-    global st_singles, st_batches, st_batched
     cdef int* U = PLANS[p].units
     cdef long i = 0, nu = PLANS[p].nunits
-    cdef int m
     cdef double tk = 0
-    cdef unsigned long long c1
     while i < nu:
-        m = U[i]
-        if m == 1:
-            c1 = _ticks()
-            exec_node(U[i + 1])
-            tk += _ticks() - c1
-            _log(U[i + 1])
-            st_singles += 1
-        else:
-            tk += _run_batch(g, U + i + 1, m)
-            st_batches += 1
-            st_batched += m
-        i += 1 + m
+        tk += _run_unit(g, U + i + 1, U[i])
+        i += 1 + U[i]
     return tk
 
 
@@ -797,16 +799,7 @@ cdef int _ab_forward(int nid) except -1:
         j = 0
         while j < m:                  # in parts whose tensors each stay within MAX_ELEMS
             k = _part_end(g, MEMB, j, m)
-            if k - j == 1:
-                c1 = _ticks()
-                exec_node(MEMB[j])
-                tk += _ticks() - c1
-                _log(MEMB[j])
-                st_singles += 1
-            else:
-                tk += _run_batch(g, MEMB + j, k - j)
-                st_batches += 1
-                st_batched += k - j
+            tk += _run_unit(g, MEMB + j, k - j)
             j = k
         done += m
         for j in range(m):
@@ -1459,10 +1452,3 @@ def kernel_batchable(str name):
 def _value_address(int nid):
     """Address of a node's value (tests: batch members are adjacent)."""
     return <size_t>cg().nodes[nid].v
-
-
-def _debug_record():
-    """The plan record of the current graph's nodes (tests and debugging)."""
-    cdef Graph* g = cg()
-    _record(g, g.n)
-    return [REC[i] for i in range(nrec)]
