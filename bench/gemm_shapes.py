@@ -60,9 +60,10 @@ def timed(path, op, A, B, C, budget):
 
 
 # --narrow adds a BiLSTM tagger's products over a 25-word sentence (its MLP, an LSTM's input
-# projection) and a character LSTM step's over a few words, forward and backward
-NARROW_EXTRA = {"NN": [(32, 25, 100), (200, 25, 128), (256, 4, 64), (256, 12, 64)],
-                "TN": [(100, 25, 32), (128, 25, 200), (64, 4, 256), (64, 12, 256)]}
+# projection) and a character LSTM step's over a few words (a sentence's rare words: 2-13),
+# forward and backward
+NARROW_EXTRA = {"NN": [(32, 25, 100), (200, 25, 128)] + [(256, n, 64) for n in (1, 3, 5, 6, 12)],
+                "TN": [(100, 25, 32), (128, 25, 200)] + [(64, n, 256) for n in (1, 2, 3, 5, 6, 12)]}
 
 
 def compare(op, m, n, k, budget, rng, own=None):
@@ -108,7 +109,7 @@ def main(argv=None):
     if args.narrow and not args.quick:
         shapes = {op: shapes[op] + NARROW_EXTRA.get(op, []) for op in shapes}
     own = "cols" if args.cols else "narrow" if args.narrow else None
-    widest = 16 if args.cols else 48 if args.large else 32
+    widest = 16 if args.cols else 48 if args.large else 64 if args.narrow else 32
     budget = 0.01 if args.quick else args.time
     print(f"{'op':4} {'m':>6} {'n':>4} {'k':>6}  {'OpenBLAS us':>11} {'dyn us':>9} {'ratio':>6}  "
           "auto  rel.err")

@@ -224,6 +224,18 @@ def test_products_with_few_columns(path, op, alpha, beta):
     _matches_openblas(path, op, shapes, alpha, beta, seed=20)
 
 
+@pytest.mark.parametrize("op,rows", [("NN", range(1, 90)), ("TN", range(1, 20))])
+def test_narrow_tiles_every_split(op, rows):
+    """_narrowgemm.h's narrow loops split B's columns into groups of at most six (7: 4 + 3,
+    13: 5 + 4 + 4) and give each group a tile as tall as its column count allows (A B: 64 rows
+    for one column down to 16 for six, then tiles of 32, 16 and 8 rows and single rows; A^T B:
+    eight columns of A for one of B down to two, then one tile of what is left): every row
+    count up to past the tallest tile and its tails, against OpenBLAS, for each group size."""
+    ks = (9,) if op == "NN" else (7, 17)
+    shapes = [(m, k, n) for n in (1, 2, 3, 4, 5, 6, 7, 13) for m in rows for k in ks]
+    _matches_openblas("narrow", op, shapes, 0.75, 0.5, seed=90)
+
+
 @pytest.mark.parametrize("path,op,kc", [("panels", "NN", 0), ("long", "TN", 4096), ("long", "TN", 64)])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
 def test_products_with_a_large_side(path, op, kc, alpha, beta):
@@ -273,17 +285,22 @@ def test_without_the_register_kernels_narrow_products_avoid_openblas_packing():
     old, old_narrow = blas._set_skinny(False), blas._set_narrow(True)
     try:
         for op, (m, n, k), expect in [("NN", (32, 25, 100), "narrow"), ("NN", (200, 32, 128), "narrow"),
-                                      ("NN", (200, 33, 128), "blas"), ("NN", (640, 12, 256), "narrow"),
-                                      ("NN", (640, 13, 256), "blas"), ("NN", (1024, 2, 256), "cols"),
+                                      ("NN", (200, 64, 128), "narrow"), ("NN", (200, 65, 128), "blas"),
+                                      ("NN", (640, 12, 256), "narrow"),
+                                      ("NN", (640, 48, 256), "narrow"), ("NN", (640, 49, 256), "blas"),
+                                      ("NN", (15, 33, 256), "blas"), ("NN", (1024, 2, 256), "cols"),
                                       ("NN", (10000, 2, 256), "cols"), ("NN", (10000, 3, 256), "panels"),
                                       ("NN", (10000, 32, 256), "panels"), ("NN", (10000, 33, 256), "blas"),
                                       ("NN", (1024, 8, 256), "panels"), ("NN", (1023, 8, 256), "narrow"),
                                       ("NN", (20000, 8, 32), "cols"), ("NN", (9, 25, 32), "blas"),
-                                      ("TN", (64, 8, 256), "narrow"), ("TN", (64, 32, 256), "narrow"),
+                                      ("TN", (64, 8, 256), "narrow"), ("TN", (64, 16, 256), "narrow"),
+                                      ("TN", (64, 17, 256), "blas"),
+                                      ("TN", (256, 32, 640), "narrow"), ("TN", (256, 33, 640), "blas"),
+                                      ("TN", (64, 8, 64), "narrow"), ("TN", (64, 9, 64), "cols"),
                                       ("TN", (256, 8, 10000), "long"), ("TN", (256, 32, 10000), "long"),
                                       ("TN", (256, 33, 10000), "blas"), ("TN", (1024, 32, 256), "long"),
                                       ("TN", (1024, 33, 256), "blas"), ("TN", (2048, 8, 128), "narrow"),
-                                      ("TN", (256, 4, 64), "cols"), ("TN", (100, 25, 32), "blas"),
+                                      ("TN", (256, 4, 32), "cols"), ("TN", (100, 25, 32), "blas"),
                                       ("NT", (640, 256, 4), "blas")]:
             assert blas._skinny_path(op, m, n, k) == expect, (op, m, n, k)
         blas._set_narrow(False)

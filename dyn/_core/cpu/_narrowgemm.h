@@ -2,15 +2,18 @@
  * (dyn/_core/cpu/blas.pyx, its paths 6, 7 and 8).
  *
  * When automatic batching runs a handful of LSTM steps or tree nodes as one,
- * their weight product has 2-12 columns: C = A B with A 256 x 64 (a
+ * their weight product has a few to a few dozen columns: C = A B with A 256 x 64 (a
  * character LSTM's Wh) or 640 x 256 (a Tree-LSTM's gates), and its backward
  * C = A^T D. OpenBLAS's Haswell kernels pack the whole of A for each such
  * call, which at this width costs more than the product; one matrix-vector
- * product per column reads A once per column. The loops here read A once
- * per four columns, in place, and hold the block of C in eight eight-float
- * accumulators (with the loads, at most 14 of AVX2's 16 registers: none spills, unlike
- * _skinnygemm.h's sixteen-float blocks, which are for AVX-512).
- *
+ * product per column reads A once per column. The loops here read A in
+ * place, once per group of up to six columns, and hold a tile of C in
+ * eight-float accumulators: at least eight independent sums per tile where
+ * the shape allows (fewer columns, taller tiles), since a multiply-add waits
+ * four cycles for the last one into the same sum, and at most twelve sums
+ * (the tile sizes, DYN_NG_NN_NV and DYN_NG_TN_NI, are the fastest measured
+ * on an AMD EPYC (Zen 3): tiles of 16 rows by 1-2 columns, two to four sums,
+ * had run A B at 20-30 GFLOP/s, against 70-85 for the tiles now).
  * dyn_sgemm_nn_narrow: C = alpha A B + beta C, A m x k, B k x n.
  * dyn_sgemm_tn_narrow: C = alpha A^T B + beta C, A k x m, B k x n.
  * For an A too large for the caches (2^18 elements and more), the same two
@@ -70,14 +73,74 @@ DYN_NG_INLINE void dyn_ng_nn_block(int NR, int NJ, int k, float alpha, const flo
     }
 }
 
-/* NJ columns of C: blocks of 16 rows, one of 8, then the last rows one by one */
+/* The narrow loops' tiles: NV eight-float vectors of C's rows (8 NV rows) times NJ (1-6) of its
+ * columns, NV * NJ <= 12 accumulators. Per step along k: NV loads of A's column and NJ
+ * broadcasts of B feed NV * NJ multiply-adds. Fewer columns take more rows, so that each tile
+ * has at least eight independent sums: a multiply-add waits four cycles for the one before
+ * it into the same sum, and two issue per cycle (a tile of 16 rows and one column, two sums,
+ * ran at a quarter of the speed its loads allow). */
+DYN_NG_INLINE void dyn_ng_nn_tile(int NV, int NJ, int k, float alpha, const float* A, int lda, const float* B,
+                                  int ldb, float beta, float* C, int ldc) {
+    dyn_n8 s[8][6];
+    for (int v = 0; v < NV; v++)
+        for (int j = 0; j < NJ; j++) s[v][j] = (dyn_n8){0, 0, 0, 0, 0, 0, 0, 0};
+    for (int p = 0; p < k; p++) {
+        const float* a = A + (long)p * lda;
+        dyn_n8 x[8];
+        for (int v = 0; v < NV; v++) x[v] = dyn_ng_ld(a + 8 * v);
+        for (int j = 0; j < NJ; j++) {
+            float b = B[p + (long)j * ldb];
+            for (int v = 0; v < NV; v++) s[v][j] += x[v] * b;
+        }
+    }
+    for (int j = 0; j < NJ; j++)
+        for (int v = 0; v < NV; v++) dyn_ng_out(C + (long)j * ldc + 8 * v, s[v][j], alpha, beta);
+}
+
+/* The last r (1-7) rows of C's NJ columns, in a matrix of at least eight rows: the tile of its
+ * last eight rows (A and C here point at row m - 8), of which only the last r are written (the
+ * others are another tile's, already written: with beta they must not be scaled twice) */
+DYN_NG_INLINE void dyn_ng_nn_last(int NJ, int r, int k, float alpha, const float* A, int lda, const float* B,
+                                  int ldb, float beta, float* C, int ldc) {
+    dyn_n8 s[6];
+    for (int j = 0; j < NJ; j++) s[j] = (dyn_n8){0, 0, 0, 0, 0, 0, 0, 0};
+    for (int p = 0; p < k; p++) {
+        dyn_n8 x = dyn_ng_ld(A + (long)p * lda);
+        for (int j = 0; j < NJ; j++) s[j] += x * B[p + (long)j * ldb];
+    }
+    for (int j = 0; j < NJ; j++)
+        for (int e = 8 - r; e < 8; e++) dyn_ng_out1(C + (long)j * ldc + e, s[j][e], alpha, beta);
+}
+
+/* The row vectors per tile for NJ columns: 64 rows for one column, 32 for two or three, 24 for
+ * four, 16 for five or six */
+#ifndef DYN_NG_NN_NV
+#define DYN_NG_NN_NV(NJ) ((NJ) == 1 ? 8 : (NJ) == 2 ? 6 : (NJ) <= 4 ? 3 : 2)
+#endif
+
+/* NJ columns of C: tiles of DYN_NG_NN_NV(NJ) vectors, the rows left in tiles of 4, 2 and 1
+ * vectors (no more than the first's), then the last rows (m % 8) by dyn_ng_nn_last, or one by one
+ * in a matrix of fewer than eight rows */
 DYN_NG_INLINE void dyn_ng_nn_cols(int NJ, int m, int k, float alpha, const float* A, int lda, const float* B,
                                   int ldb, float beta, float* C, int ldc) {
+    const int NV = DYN_NG_NN_NV(NJ);
     int i = 0;
-    for (; i + 16 <= m; i += 16) dyn_ng_nn_block(16, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc, NULL, 1, 0);
-    if (i + 8 <= m) {
-        dyn_ng_nn_block(8, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc, NULL, 1, 0);
+    for (; i + 8 * NV <= m; i += 8 * NV) dyn_ng_nn_tile(NV, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+    if (NV > 4 && i + 32 <= m) {
+        dyn_ng_nn_tile(4, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+        i += 32;
+    }
+    if (NV > 2 && i + 16 <= m) {
+        dyn_ng_nn_tile(2, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+        i += 16;
+    }
+    if (NV > 1 && i + 8 <= m) {
+        dyn_ng_nn_tile(1, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
         i += 8;
+    }
+    if (i < m && m >= 8) {
+        dyn_ng_nn_last(NJ, m - i, k, alpha, A + m - 8, lda, B, ldb, beta, C + m - 8, ldc);
+        return;
     }
     for (; i < m; i++)
         for (int j = 0; j < NJ; j++) {
@@ -87,28 +150,35 @@ DYN_NG_INLINE void dyn_ng_nn_cols(int NJ, int m, int k, float alpha, const float
         }
 }
 
-/* B's columns four at a time, then the one to three left: COLS(NJ, ...) with NJ a constant, so
- * that each block's loops are unrolled over the columns */
-#define DYN_NG_BY_FOURS(COLS)                                                                         \
-    int j = 0;                                                                                        \
-    for (; j + 4 <= n; j += 4)                                                                        \
-        COLS(4, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc);           \
-    switch (n - j) {                                                                                  \
-        case 3: COLS(3, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc); break; \
-        case 2: COLS(2, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc); break; \
-        case 1: COLS(1, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc); break; \
-        default: break;                                                                               \
+/* B's columns in groups of at most six, as even as can be (7: 4 + 3; 13: 5 + 4 + 4), each
+ * group one pass over A: COLS(NJ, ...) with NJ a constant, so that each tile's loops are
+ * unrolled over its columns */
+#define DYN_NG_BY_GROUPS(COLS, MAXJ)                                                                      \
+    int groups = (n + MAXJ - 1) / MAXJ, j = 0;                                                            \
+    for (int g = 0; g < groups; g++) {                                                                \
+        int w = (n - j) / (groups - g) + ((n - j) % (groups - g) != 0);                               \
+        const float* Bj = B + (long)j * ldb;                                                          \
+        float* Cj = C + (long)j * ldc;                                                                \
+        switch (w) {                                                                                  \
+            case 6: COLS(6, m, k, alpha, A, lda, Bj, ldb, beta, Cj, ldc); break;                      \
+            case 5: COLS(5, m, k, alpha, A, lda, Bj, ldb, beta, Cj, ldc); break;                      \
+            case 4: COLS(4, m, k, alpha, A, lda, Bj, ldb, beta, Cj, ldc); break;                      \
+            case 3: COLS(3, m, k, alpha, A, lda, Bj, ldb, beta, Cj, ldc); break;                      \
+            case 2: COLS(2, m, k, alpha, A, lda, Bj, ldb, beta, Cj, ldc); break;                      \
+            default: COLS(1, m, k, alpha, A, lda, Bj, ldb, beta, Cj, ldc); break;                     \
+        }                                                                                             \
+        j += w;                                                                                       \
     }
 
-DYN_NG_INLINE void dyn_ng_nn_by_fours(int m, int n, int k, float alpha, const float* A, int lda, const float* B,
-                                      int ldb, float beta, float* C, int ldc) {
-    DYN_NG_BY_FOURS(dyn_ng_nn_cols)
+DYN_NG_INLINE void dyn_ng_nn_by_groups(int m, int n, int k, float alpha, const float* A, int lda, const float* B,
+                                       int ldb, float beta, float* C, int ldc) {
+    DYN_NG_BY_GROUPS(dyn_ng_nn_cols, 6)
 }
 
 DYN_TARGET_CLONES
 void dyn_sgemm_nn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                          float beta, float* C, int ldc) {
-    dyn_ng_nn_by_fours(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    dyn_ng_nn_by_groups(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* dyn_sgemm_nn_panels: C = alpha A B + beta C for an A too large for the
@@ -147,23 +217,22 @@ void dyn_sgemm_nn_panels(int m, int n, int k, float alpha, const float* A, int l
             default: break;
         }
     }
-    if (i < m) dyn_ng_nn_by_fours(m - i, n, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+    if (i < m) dyn_ng_nn_by_groups(m - i, n, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
 }
 
 /* ---------------------------------------------------------------- C = A^T B
- * NI (1-3) columns of A against NJ (1-4) columns of B, as dot products along
- * k: per eight steps, NI + NJ loads feed NI * NJ multiply-adds (B's columns
- * loaded one at a time: at 3 x 4, twelve accumulators and four loads, all
- * of AVX2's 16 registers). */
+ * NI columns of A against NJ columns of B, as dot products along k: per eight steps, NI + NJ
+ * loads feed NI * NJ multiply-adds, into NI * NJ <= 12 accumulators (at 3 x 4, twelve
+ * accumulators and four loads, all of AVX2's 16 registers). */
 DYN_NG_INLINE void dyn_ng_tn_block(int NI, int NJ, int k, float alpha, const float* A, int lda, const float* B,
                                    int ldb, float beta, float* C, int ldc) {
-    dyn_n8 s[3][4];
-    float t[3][4];
+    dyn_n8 s[8][6];
+    float t[8][6];
     for (int a = 0; a < NI; a++)
         for (int b = 0; b < NJ; b++) s[a][b] = (dyn_n8){0, 0, 0, 0, 0, 0, 0, 0};
     int p = 0;
     for (; p + 8 <= k; p += 8) {
-        dyn_n8 x[3];
+        dyn_n8 x[8];
         for (int a = 0; a < NI; a++) x[a] = dyn_ng_ld(A + (long)a * lda + p);
         for (int b = 0; b < NJ; b++) {
             dyn_n8 y = dyn_ng_ld(B + (long)b * ldb + p);
@@ -180,18 +249,52 @@ DYN_NG_INLINE void dyn_ng_tn_block(int NI, int NJ, int k, float alpha, const flo
         for (int b = 0; b < NJ; b++) dyn_ng_out1(C + a + (long)b * ldc, t[a][b], alpha, beta);
 }
 
+/* A's columns per tile against NJ of B's: as for A B, at least eight sums where the columns
+ * allow (eight of A for one of B, four for two or three, three for four, two for five or six),
+ * the columns left over in one smaller tile */
+#ifndef DYN_NG_TN_NI
+#define DYN_NG_TN_NI(NJ) ((NJ) == 1 ? 8 : (NJ) == 2 ? 5 : (NJ) <= 4 ? 3 : 2)
+#endif
+
+#ifndef DYN_NG_TN_MAXJ
+#define DYN_NG_TN_MAXJ 6
+#endif
+
 DYN_NG_INLINE void dyn_ng_tn_cols(int NJ, int m, int k, float alpha, const float* A, int lda, const float* B,
                                   int ldb, float beta, float* C, int ldc) {
+    const int NI = DYN_NG_TN_NI(NJ);
     int i = 0;
-    for (; i + 2 <= m; i += 2) dyn_ng_tn_block(2, NJ, k, alpha, A + (long)i * lda, lda, B, ldb, beta, C + i, ldc);
-    if (i < m) dyn_ng_tn_block(1, NJ, k, alpha, A + (long)i * lda, lda, B, ldb, beta, C + i, ldc);
+    for (; i + NI <= m; i += NI) dyn_ng_tn_block(NI, NJ, k, alpha, A + (long)i * lda, lda, B, ldb, beta, C + i, ldc);
+    const float* Ai = A + (long)i * lda;
+    switch (m - i) {
+        case 7: dyn_ng_tn_block(7, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 6: dyn_ng_tn_block(6, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 5: dyn_ng_tn_block(5, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 4: dyn_ng_tn_block(4, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 3: dyn_ng_tn_block(3, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 2: dyn_ng_tn_block(2, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 1: dyn_ng_tn_block(1, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        default: break;
+    }
 }
 
 DYN_TARGET_CLONES
 void dyn_sgemm_tn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                          float beta, float* C, int ldc) {
-    DYN_NG_BY_FOURS(dyn_ng_tn_cols)
+    DYN_NG_BY_GROUPS(dyn_ng_tn_cols, DYN_NG_TN_MAXJ)
 }
+
+/* B's columns four at a time, then the one to three left */
+#define DYN_NG_BY_FOURS(COLS)                                                                         \
+    int j = 0;                                                                                        \
+    for (; j + 4 <= n; j += 4)                                                                        \
+        COLS(4, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc);           \
+    switch (n - j) {                                                                                  \
+        case 3: COLS(3, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc); break; \
+        case 2: COLS(2, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc); break; \
+        case 1: COLS(1, m, k, alpha, A, lda, B + (long)j * ldb, ldb, beta, C + (long)j * ldc, ldc); break; \
+        default: break;                                                                               \
+    }
 
 /* dyn_sgemm_tn_long: the same for a long k (A^T B with A 10,000 x 256, a
  * softmax's W, against the gradients of a sentence's scores): columns of A

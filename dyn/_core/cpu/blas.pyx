@@ -119,14 +119,20 @@ cdef enum:
     COLS_SMALL_SIZE = 1 << 15 # an A of 2^12 to 2^15 elements: also A B of up to 12 columns,
     COLS_SMALL_N = 12         # A^T B of up to 10 whose inner dimension k is 64 or more
     COLS_SMALL_N_T = 10
-    # _narrowgemm.h (before the column loop): A B of up to 12 columns with an A under 2^18
-    # elements, of up to 32 with an A of 2^10 to 2^15; A^T B whose inner dimension k is 128 or
-    # more, of up to 8 columns, or up to 32 with an A under 2^18 elements
+    # _narrowgemm.h (before the column loop), for an A under 2^18 elements: A B of up to 64
+    # columns (48 with an A of 2^17 and more) where A has 16 rows or more; with fewer rows, of up
+    # to 12 columns, or 32 with an A of 2^10 to 2^15. A^T B of up to 8 columns along an inner
+    # dimension k of 64 or more, 16 along 128 or more, 32 along 512 or more; of up to 8 along
+    # 128 or more whatever A's size.
     NARROW_N = 12
     NARROW_SIZE = 1 << 18
     NARROW_SMALL_N = 32
     NARROW_SMALL_MIN = 1 << 10
     NARROW_SMALL_SIZE = 1 << 15
+    NARROW_TALL_M = 16
+    NARROW_TALL_N = 64
+    NARROW_TALL_SIZE = 1 << 17
+    NARROW_TALL_N_LARGE = 48
     NARROW_T_MIN_K = 128
     # an A of 2^18 elements and more (a 10,000-word softmax's W): A B of 3-32 columns (k >= 64)
     # through _narrowgemm.h's panels (7), A^T B of up to 32 along a k of 256 and more through its
@@ -136,14 +142,17 @@ cdef enum:
 
 cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     """_skinny's choice where dyn's register kernels are on (AVX-512). Elsewhere 6
-    (_narrowgemm.h: A read once per four columns, in place) for the shapes NARROW_* name: on an
-    AMD EPYC (Zen 3), against OpenBLAS's gemm, A B with A 32 x 100 and 25 columns (a tagger's
-    MLP over a sentence) took 2.0 us against 4.5, 200 x 128 and 32 columns 33 us against 42,
-    256 x 64 and 4 columns 2.5 us against 16 (and against 3.3 column by column), 640 x 256 and
-    12 columns 81 us against 117; A^T B with A 256 x 64 (k = 256) and 8 columns 4.7 us against
-    13.5 (6.7 column by column). Past those widths, or for an A of 2^18 elements and more (its
-    16-row blocks then stride through memory: 10,000 x 256 at 8 columns took 5.3 ms, against
-    0.8 column by column) or A^T B along a short k, it loses. Then 5 (one
+    (_narrowgemm.h: A read in place, once per group of up to six columns) for the shapes NARROW_*
+    name: on an AMD EPYC (Zen 3), against OpenBLAS's gemm (best of three alternating rounds),
+    A B with A 32 x 100 and 25 columns (a tagger's MLP over a sentence) took 0.39-0.40 of
+    OpenBLAS's time, 256 x 64 (a character LSTM's Wh) 0.15-0.46 at 2-16 columns and 0.57-0.78
+    at 24-64, 200 x 128 0.22-0.70 at 8-64, 512 x 128 0.21-0.91 at 8-64, 640 x 256 (a
+    Tree-LSTM's gates) 0.29-0.80 at 8-32, 0.90-0.97 at 48 and 0.99-1.02 at 64; A^T B with A
+    256 x 64 (k = 256) 0.41-0.88 at 8-16 columns and 1.06-1.17 at 24, 200 x 128 0.44-0.93 at
+    8-16, 640 x 256 (k = 640) 0.34-1.05 at 8-32, and along a k of 32 2-4 times OpenBLAS's.
+    Past those widths, or for an A of 2^18 elements and more (its row tiles then stride through
+    memory: 10,000 x 256 at 8 columns took 5.3 ms, against 0.8 column by column) or A^T B along
+    a short k, it loses. Then 5 (one
     matrix-vector product per column) for A B and A^T B of 1-8 columns with an A of 2^12
     elements or more, and of 9-12 (A B) or 9-10 (A^T B, k >= 64) columns with an A of 2^12 to
     2^15 elements; 0 (OpenBLAS) for the rest. Without AVX-512, OpenBLAS (its Haswell
@@ -158,7 +167,7 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     Before all these, an A of 2^18 elements and more (LARGE_*): 7 (_narrowgemm.h's panels: each
     16-row panel of A read once for all columns) for A B, 8 (its long dot products, three
     columns of A against four of B) for A^T B. OpenBLAS packs the whole A for these too: on the
-    EPYC (best of 7 alternating rounds, GFLOP/s; the machine peaks near 75) a 10,000-word
+    EPYC (best of 7 alternating rounds, GFLOP/s) a 10,000-word
     softmax's W, 10,000 x 256, times 22 columns (a sentence's hidden states) ran at 41-55
     against 28-30, at 8 columns at 42-47 against 16-19 (17-20 column by column), at 32 at 42
     against 42, at 48 at 45 against 46 (bench/gemm_shapes.py --large, two runs: 1.33-2.29x
@@ -184,9 +193,15 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
             return 8
     if _narrow_on:
         if ta == b'N':
-            if (n <= NARROW_N and size < NARROW_SIZE) or (n <= NARROW_SMALL_N and NARROW_SMALL_MIN <= size <= NARROW_SMALL_SIZE):
+            if size < NARROW_SIZE and m >= NARROW_TALL_M:
+                if n <= (NARROW_TALL_N if size < NARROW_TALL_SIZE else NARROW_TALL_N_LARGE):
+                    return 6
+            elif (n <= NARROW_N and size < NARROW_SIZE) or (n <= NARROW_SMALL_N and NARROW_SMALL_MIN <= size <= NARROW_SMALL_SIZE):
                 return 6
-        elif k >= NARROW_T_MIN_K and (n <= COLS_MAX_N or (n <= NARROW_SMALL_N and size < NARROW_SIZE)):
+        elif n <= COLS_MAX_N and k >= NARROW_T_MIN_K:
+            return 6
+        elif size < NARROW_SIZE and ((n <= COLS_MAX_N and k >= 64) or (n <= 16 and k >= NARROW_T_MIN_K)
+                                     or (n <= 32 and k >= 512)):
             return 6
     if not _cols_on or size < COLS_MIN_SIZE:
         return 0
