@@ -266,6 +266,16 @@ _HMUL[:] = [0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb, 0xd6e8fe
             0x27d4eb2f165667c5, 0xff51afd7ed558ccd, 0xc4ceb9fe1a85ec53, 0x2545f4914f6cdd1d]
 
 
+cdef inline bint _keys_equal(long* key, int kn) noexcept:
+    """key[0..kn) equals _kbuf's: a key is a few dozen words, shorter than memcmp's call pays for
+    (most keys compared are equal, so every word is read)."""
+    cdef int j
+    for j in range(kn):
+        if key[j] != _kbuf[j]:
+            return False
+    return True
+
+
 cdef int _signature(Graph* g, int i) except -1:
     """0: runs alone; else the id of the node's signature in this forward call."""
     global nkeys, nsig
@@ -313,7 +323,7 @@ cdef int _signature(Graph* g, int i) except -1:
             _kbuf[kn] = wd.bd; kn += 1
     # the op's last signature first: alike nodes of one op usually come in runs (no hashing)
     s = LASTSIG[n.op]
-    if s and KLEN[s] == kn and memcmp(&KEYS[KOFF[s]], _kbuf, kn * sizeof(long)) == 0:
+    if s and KLEN[s] == kn and _keys_equal(&KEYS[KOFF[s]], kn):
         return s
     # every word times its own odd constant: independent products, not a serial chain (the key is
     # compared whole on a hit, so the hash only has to spread)
@@ -326,7 +336,7 @@ cdef int _signature(Graph* g, int i) except -1:
     slot = <int>(h & (htcap - 1))
     while HT[slot] != 0:
         s = HT[slot]
-        if KHASH[s] == h and KLEN[s] == kn and memcmp(&KEYS[KOFF[s]], _kbuf, kn * sizeof(long)) == 0:
+        if KHASH[s] == h and KLEN[s] == kn and _keys_equal(&KEYS[KOFF[s]], kn):
             LASTSIG[n.op] = s
             return s
         slot = (slot + 1) & (htcap - 1)
