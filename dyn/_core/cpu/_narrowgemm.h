@@ -13,7 +13,7 @@
  * four cycles for the last one into the same sum, and at most twelve sums
  * (the tile sizes, DYN_NG_NN_NV and DYN_NG_TN_NI, are the fastest measured
  * on an AMD EPYC (Zen 3): tiles of 16 rows by 1-2 columns, two to four sums,
- * had run A B at 20-30 GFLOP/s, against 70-85 for the tiles now).
+ * had run A B at 20-30 GFLOP/s; the tiles now run it at 70-87 from four columns up).
  * dyn_sgemm_nn_narrow: C = alpha A B + beta C, A m x k, B k x n.
  * dyn_sgemm_tn_narrow: C = alpha A^T B + beta C, A k x m, B k x n.
  * For an A too large for the caches (2^18 elements and more), the same two
@@ -77,8 +77,8 @@ DYN_NG_INLINE void dyn_ng_nn_block(int NR, int NJ, int k, float alpha, const flo
  * columns, NV * NJ <= 12 accumulators. Per step along k: NV loads of A's column and NJ
  * broadcasts of B feed NV * NJ multiply-adds. Fewer columns take more rows, so that each tile
  * has at least eight independent sums: a multiply-add waits four cycles for the one before
- * it into the same sum, and two issue per cycle (a tile of 16 rows and one column, two sums,
- * ran at a quarter of the speed its loads allow). */
+ * it into the same sum, and two issue per cycle (a tile of 16 rows and one column has two sums:
+ * one multiply-add every two cycles at best). */
 DYN_NG_INLINE void dyn_ng_nn_tile(int NV, int NJ, int k, float alpha, const float* A, int lda, const float* B,
                                   int ldb, float beta, float* C, int ldc) {
     dyn_n8 s[8][6];
@@ -112,7 +112,7 @@ DYN_NG_INLINE void dyn_ng_nn_last(int NJ, int r, int k, float alpha, const float
         for (int e = 8 - r; e < 8; e++) dyn_ng_out1(C + (long)j * ldc + e, s[j][e], alpha, beta);
 }
 
-/* The row vectors per tile for NJ columns: 64 rows for one column, 32 for two or three, 24 for
+/* The row vectors per tile for NJ columns: 64 rows for one column, 48 for two, 24 for three or
  * four, 16 for five or six */
 #ifndef DYN_NG_NN_NV
 #define DYN_NG_NN_NV(NJ) ((NJ) == 1 ? 8 : (NJ) == 2 ? 6 : (NJ) <= 4 ? 3 : 2)
@@ -250,7 +250,7 @@ DYN_NG_INLINE void dyn_ng_tn_block(int NI, int NJ, int k, float alpha, const flo
 }
 
 /* A's columns per tile against NJ of B's: as for A B, at least eight sums where the columns
- * allow (eight of A for one of B, four for two or three, three for four, two for five or six),
+ * allow (eight of A for one of B, five for two, three for three or four, two for five or six),
  * the columns left over in one smaller tile */
 #ifndef DYN_NG_TN_NI
 #define DYN_NG_TN_NI(NJ) ((NJ) == 1 ? 8 : (NJ) == 2 ? 5 : (NJ) <= 4 ? 3 : 2)
