@@ -13,7 +13,7 @@
  * four cycles for the last one into the same sum, and at most twelve sums
  * (the tile sizes, DYN_NG_NN_NV and DYN_NG_TN_NI, are the fastest measured
  * on an AMD EPYC (Zen 3): tiles of 16 rows by 1-2 columns, two to four sums,
- * had run A B at 20-30 GFLOP/s; the tiles now run it at 70-87 from four columns up).
+ * had run A B at 20-30 GFLOP/s; the tiles now run it at 63-90 from four columns up).
  * dyn_sgemm_nn_narrow: C = alpha A B + beta C, A m x k, B k x n.
  * dyn_sgemm_tn_narrow: C = alpha A^T B + beta C, A k x m, B k x n.
  * For an A too large for the caches (2^18 elements and more), the same two
