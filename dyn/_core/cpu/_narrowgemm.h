@@ -43,44 +43,17 @@ DYN_NG_INLINE void dyn_ng_out1(float* c, float s, float alpha, float beta) {
     *c = beta != 0 ? alpha * s + beta * *c : alpha * s;
 }
 
-/* ---------------------------------------------------------------- C = A B
- * NR (8 or 16) rows of C times NJ (1-6) columns: per step along k, NR / 8
- * loads of A's column and NJ broadcasts of B feed NR / 8 * NJ multiply-adds
- * (at six columns, twelve accumulators, two loads and a broadcast: 15
- * registers). pf, where not NULL, is a later panel of A: its columns
- * pnext, pnext + pstep, ... are prefetched into L2 on the way. */
-DYN_NG_INLINE void dyn_ng_nn_block(int NR, int NJ, int k, float alpha, const float* A, int lda, const float* B,
-                                   int ldb, float beta, float* C, int ldc, const float* pf, int pstep, int pnext) {
-    dyn_n8 s0[6], s1[6];
-    for (int j = 0; j < NJ; j++) s0[j] = s1[j] = (dyn_n8){0, 0, 0, 0, 0, 0, 0, 0};
-    for (int p = 0; p < k; p++) {
-        const float* a = A + (long)p * lda;
-        dyn_n8 a0 = dyn_ng_ld(a), a1 = a0;
-        if (NR == 16) a1 = dyn_ng_ld(a + 8);
-        if (pf && p == pnext) {
-            __builtin_prefetch(pf + (long)p * lda, 0, 2);
-            pnext += pstep;
-        }
-        for (int j = 0; j < NJ; j++) {
-            float b = B[p + (long)j * ldb];
-            s0[j] += a0 * b;
-            if (NR == 16) s1[j] += a1 * b;
-        }
-    }
-    for (int j = 0; j < NJ; j++) {
-        dyn_ng_out(C + (long)j * ldc, s0[j], alpha, beta);
-        if (NR == 16) dyn_ng_out(C + (long)j * ldc + 8, s1[j], alpha, beta);
-    }
-}
+/* ---------------------------------------------------------------- C = A B */
 
-/* The narrow loops' tiles: NV eight-float vectors of C's rows (8 NV rows) times NJ (1-6) of its
- * columns, NV * NJ <= 12 accumulators. Per step along k: NV loads of A's column and NJ
- * broadcasts of B feed NV * NJ multiply-adds. Fewer columns take more rows, so that each tile
- * has at least eight independent sums: a multiply-add waits four cycles for the one before
- * it into the same sum, and two issue per cycle (a tile of 16 rows and one column has two sums:
- * one multiply-add every two cycles at best). */
+/* The tiles: NV eight-float vectors of C's rows (8 NV rows) times NJ (1-6) of its columns,
+ * NV * NJ <= 12 accumulators. Per step along k: NV loads of A's column and NJ broadcasts of B
+ * feed NV * NJ multiply-adds. Fewer columns take more rows, so that each tile has at least
+ * eight independent sums: a multiply-add waits four cycles for the one before it into the same
+ * sum, and two issue per cycle (a tile of 16 rows and one column has two sums: one
+ * multiply-add every two cycles at best). pf, where not NULL, is a later panel of A (the
+ * panels below): its columns pnext, pnext + pstep, ... are prefetched into L2 on the way. */
 DYN_NG_INLINE void dyn_ng_nn_tile(int NV, int NJ, int k, float alpha, const float* A, int lda, const float* B,
-                                  int ldb, float beta, float* C, int ldc) {
+                                  int ldb, float beta, float* C, int ldc, const float* pf, int pstep, int pnext) {
     dyn_n8 s[8][6];
     for (int v = 0; v < NV; v++)
         for (int j = 0; j < NJ; j++) s[v][j] = (dyn_n8){0, 0, 0, 0, 0, 0, 0, 0};
@@ -88,6 +61,10 @@ DYN_NG_INLINE void dyn_ng_nn_tile(int NV, int NJ, int k, float alpha, const floa
         const float* a = A + (long)p * lda;
         dyn_n8 x[8];
         for (int v = 0; v < NV; v++) x[v] = dyn_ng_ld(a + 8 * v);
+        if (pf && p == pnext) {
+            __builtin_prefetch(pf + (long)p * lda, 0, 2);
+            pnext += pstep;
+        }
         for (int j = 0; j < NJ; j++) {
             float b = B[p + (long)j * ldb];
             for (int v = 0; v < NV; v++) s[v][j] += x[v] * b;
@@ -114,9 +91,7 @@ DYN_NG_INLINE void dyn_ng_nn_last(int NJ, int r, int k, float alpha, const float
 
 /* The row vectors per tile for NJ columns: 64 rows for one column, 48 for two, 24 for three or
  * four, 16 for five or six */
-#ifndef DYN_NG_NN_NV
 #define DYN_NG_NN_NV(NJ) ((NJ) == 1 ? 8 : (NJ) == 2 ? 6 : (NJ) <= 4 ? 3 : 2)
-#endif
 
 /* NJ columns of C: tiles of DYN_NG_NN_NV(NJ) vectors, the rows left in tiles of 4, 2 and 1
  * vectors (no more than the first's), then the last rows (m % 8) by dyn_ng_nn_last, or one by one
@@ -125,17 +100,18 @@ DYN_NG_INLINE void dyn_ng_nn_cols(int NJ, int m, int k, float alpha, const float
                                   int ldb, float beta, float* C, int ldc) {
     const int NV = DYN_NG_NN_NV(NJ);
     int i = 0;
-    for (; i + 8 * NV <= m; i += 8 * NV) dyn_ng_nn_tile(NV, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+    for (; i + 8 * NV <= m; i += 8 * NV)
+        dyn_ng_nn_tile(NV, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc, NULL, 0, 0);
     if (NV > 4 && i + 32 <= m) {
-        dyn_ng_nn_tile(4, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+        dyn_ng_nn_tile(4, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc, NULL, 0, 0);
         i += 32;
     }
     if (NV > 2 && i + 16 <= m) {
-        dyn_ng_nn_tile(2, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+        dyn_ng_nn_tile(2, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc, NULL, 0, 0);
         i += 16;
     }
     if (NV > 1 && i + 8 <= m) {
-        dyn_ng_nn_tile(1, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc);
+        dyn_ng_nn_tile(1, NJ, k, alpha, A + i, lda, B, ldb, beta, C + i, ldc, NULL, 0, 0);
         i += 8;
     }
     if (i < m && m >= 8) {
@@ -153,8 +129,8 @@ DYN_NG_INLINE void dyn_ng_nn_cols(int NJ, int m, int k, float alpha, const float
 /* B's columns in groups of at most six, as even as can be (7: 4 + 3; 13: 5 + 4 + 4), each
  * group one pass over A: COLS(NJ, ...) with NJ a constant, so that each tile's loops are
  * unrolled over its columns */
-#define DYN_NG_BY_GROUPS(COLS, MAXJ)                                                                      \
-    int groups = (n + MAXJ - 1) / MAXJ, j = 0;                                                            \
+#define DYN_NG_BY_GROUPS(COLS)                                                                        \
+    int groups = (n + 5) / 6, j = 0;                                                                  \
     for (int g = 0; g < groups; g++) {                                                                \
         int w = (n - j) / (groups - g) + ((n - j) % (groups - g) != 0);                               \
         const float* Bj = B + (long)j * ldb;                                                          \
@@ -172,7 +148,7 @@ DYN_NG_INLINE void dyn_ng_nn_cols(int NJ, int m, int k, float alpha, const float
 
 DYN_NG_INLINE void dyn_ng_nn_by_groups(int m, int n, int k, float alpha, const float* A, int lda, const float* B,
                                        int ldb, float beta, float* C, int ldc) {
-    DYN_NG_BY_GROUPS(dyn_ng_nn_cols, 6)
+    DYN_NG_BY_GROUPS(dyn_ng_nn_cols)
 }
 
 DYN_TARGET_CLONES
@@ -204,16 +180,16 @@ void dyn_sgemm_nn_panels(int m, int n, int k, float alpha, const float* A, int l
         const float* pf = i + DYN_NG_AHEAD + 16 <= m ? A + i + DYN_NG_AHEAD : NULL;
         int j = 0, g = 0;
         for (; j + 6 <= n; j += 6, g++)
-            dyn_ng_nn_block(16, 6, k, alpha, A + i, lda, B + (long)j * ldb, ldb, beta, C + i + (long)j * ldc,
-                            ldc, pf, groups, g);
+            dyn_ng_nn_tile(2, 6, k, alpha, A + i, lda, B + (long)j * ldb, ldb, beta, C + i + (long)j * ldc,
+                           ldc, pf, groups, g);
         const float* Bj = B + (long)j * ldb;
         float* Cj = C + i + (long)j * ldc;
         switch (n - j) {
-            case 5: dyn_ng_nn_block(16, 5, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
-            case 4: dyn_ng_nn_block(16, 4, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
-            case 3: dyn_ng_nn_block(16, 3, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
-            case 2: dyn_ng_nn_block(16, 2, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
-            case 1: dyn_ng_nn_block(16, 1, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
+            case 5: dyn_ng_nn_tile(2, 5, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
+            case 4: dyn_ng_nn_tile(2, 4, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
+            case 3: dyn_ng_nn_tile(2, 3, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
+            case 2: dyn_ng_nn_tile(2, 2, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
+            case 1: dyn_ng_nn_tile(2, 1, k, alpha, A + i, lda, Bj, ldb, beta, Cj, ldc, pf, groups, g); break;
             default: break;
         }
     }
@@ -251,14 +227,9 @@ DYN_NG_INLINE void dyn_ng_tn_block(int NI, int NJ, int k, float alpha, const flo
 
 /* A's columns per tile against NJ of B's: as for A B, at least eight sums where the columns
  * allow (eight of A for one of B, five for two, three for three or four, two for five or six),
- * the columns left over in one smaller tile */
-#ifndef DYN_NG_TN_NI
+ * the columns left over (fewer than NI: the tail's other cases are not compiled) in one smaller
+ * tile */
 #define DYN_NG_TN_NI(NJ) ((NJ) == 1 ? 8 : (NJ) == 2 ? 5 : (NJ) <= 4 ? 3 : 2)
-#endif
-
-#ifndef DYN_NG_TN_MAXJ
-#define DYN_NG_TN_MAXJ 6
-#endif
 
 DYN_NG_INLINE void dyn_ng_tn_cols(int NJ, int m, int k, float alpha, const float* A, int lda, const float* B,
                                   int ldb, float beta, float* C, int ldc) {
@@ -267,13 +238,13 @@ DYN_NG_INLINE void dyn_ng_tn_cols(int NJ, int m, int k, float alpha, const float
     for (; i + NI <= m; i += NI) dyn_ng_tn_block(NI, NJ, k, alpha, A + (long)i * lda, lda, B, ldb, beta, C + i, ldc);
     const float* Ai = A + (long)i * lda;
     switch (m - i) {
-        case 7: dyn_ng_tn_block(7, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
-        case 6: dyn_ng_tn_block(6, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
-        case 5: dyn_ng_tn_block(5, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
-        case 4: dyn_ng_tn_block(4, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
-        case 3: dyn_ng_tn_block(3, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
-        case 2: dyn_ng_tn_block(2, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
-        case 1: dyn_ng_tn_block(1, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 7: if (NI > 7) dyn_ng_tn_block(7, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 6: if (NI > 6) dyn_ng_tn_block(6, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 5: if (NI > 5) dyn_ng_tn_block(5, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 4: if (NI > 4) dyn_ng_tn_block(4, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 3: if (NI > 3) dyn_ng_tn_block(3, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 2: if (NI > 2) dyn_ng_tn_block(2, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
+        case 1: if (NI > 1) dyn_ng_tn_block(1, NJ, k, alpha, Ai, lda, B, ldb, beta, C + i, ldc); break;
         default: break;
     }
 }
@@ -281,7 +252,7 @@ DYN_NG_INLINE void dyn_ng_tn_cols(int NJ, int m, int k, float alpha, const float
 DYN_TARGET_CLONES
 void dyn_sgemm_tn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                          float beta, float* C, int ldc) {
-    DYN_NG_BY_GROUPS(dyn_ng_tn_cols, DYN_NG_TN_MAXJ)
+    DYN_NG_BY_GROUPS(dyn_ng_tn_cols)
 }
 
 /* B's columns four at a time, then the one to three left */
