@@ -120,8 +120,9 @@ cdef enum:
     COLS_SMALL_N = 12         # A^T B of up to 10 whose inner dimension k is 64 or more
     COLS_SMALL_N_T = 10
     # _narrowgemm.h (before the column loop), for an A under 2^18 elements: A B of up to 64
-    # columns (48 with an A of 2^17 and more) where A has 16 rows or more; with fewer rows, of up
-    # to 12 columns, or 32 with an A of 2^10 to 2^15. A^T B of up to 8 columns along an inner
+    # columns (32 with an A of 2^17 and more) where A has 16 to 1,023 rows, of up to 32 (24 with
+    # an A of 2^17 and more) where it has 1,024 or more; with fewer than 16 rows, of up to 12
+    # columns, or 32 with an A of 2^10 to 2^15. A^T B of up to 8 columns along an inner
     # dimension k of 64 or more, 16 along 128 or more, 32 along 512 or more; of up to 8 along
     # 128 or more whatever A's size.
     NARROW_N = 12
@@ -132,7 +133,10 @@ cdef enum:
     NARROW_TALL_M = 16
     NARROW_TALL_N = 64
     NARROW_TALL_SIZE = 1 << 17
-    NARROW_TALL_N_LARGE = 48
+    NARROW_TALL_N_LARGE = 32
+    NARROW_LONG_M = 1024
+    NARROW_LONG_N = 32
+    NARROW_LONG_N_LARGE = 24
     NARROW_T_MIN_K = 128
     # an A of 2^18 elements and more (a 10,000-word softmax's W): A B of 3-32 columns (k >= 64)
     # through _narrowgemm.h's panels (7), A^T B of up to 32 along a k of 256 and more through its
@@ -194,7 +198,9 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     if _narrow_on:
         if ta == b'N':
             if size < NARROW_SIZE and m >= NARROW_TALL_M:
-                if n <= (NARROW_TALL_N if size < NARROW_TALL_SIZE else NARROW_TALL_N_LARGE):
+                if m < NARROW_LONG_M and n <= (NARROW_TALL_N if size < NARROW_TALL_SIZE else NARROW_TALL_N_LARGE):
+                    return 6
+                if m >= NARROW_LONG_M and n <= (NARROW_LONG_N if size < NARROW_TALL_SIZE else NARROW_LONG_N_LARGE):
                     return 6
             elif (n <= NARROW_N and size < NARROW_SIZE) or (n <= NARROW_SMALL_N and NARROW_SMALL_MIN <= size <= NARROW_SMALL_SIZE):
                 return 6
