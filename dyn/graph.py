@@ -83,7 +83,9 @@ def autobatch_stats(reset=False):
     function on (reading the clock around every kernel costs time of its own).
     ``plan_replays`` counts forward passes that replayed the batches of an
     earlier graph recording the same (see docs/autobatching.md, "Plans of
-    repeated graphs"), ``plans_stored`` how many such plans are kept now.
+    repeated graphs"), ``plans_stored`` how many such plans are kept now, and
+    ``plan_rests`` how many times the engine stopped recording plans for a while
+    because too few of those it had stored were replayed.
     """
     return _autobatch.stats(reset)
 

@@ -209,13 +209,66 @@ def test_a_graph_computed_in_two_forwards_is_not_replayed():
 
 
 def test_plan_limits_drop_old_plans():
-    """At most two plans kept: five shapes cycling three times store and drop plans as they go,
-    and every graph still equals the agenda's."""
+    """At most two plans kept: three shapes, each seen three times in a row, store, replay and
+    drop plans as they go (the third shape's plan drops the first two), and every graph still
+    equals the agenda's."""
     model = Tagger()
     rs = np.random.RandomState(1)
-    sentences = [(list(rs.randint(20, size=n)), list(rs.randint(3, size=n))) for n in [2, 3, 4, 5, 6] * 3]
-    _agenda_then_plans(lambda: _run(model, sentences), lambda: _autobatch._set_plan_limits(2))
-    assert 1 <= _autobatch._plans() <= 2
+    lengths = [2] * 3 + [3] * 3 + [4] * 3
+    sentences = [(list(rs.randint(20, size=n)), list(rs.randint(3, size=n))) for n in lengths]
+    stats = _agenda_then_plans(lambda: _run(model, sentences), lambda: _autobatch._set_plan_limits(2))
+    assert stats["plan_replays"] == 3
+    assert stats["plan_rests"] == 0
+    assert _autobatch._plans() == 1
+
+
+def test_plans_that_never_replay_make_the_engine_rest():
+    """Five shapes cycling with room for two plans: from the second cycle on each graph is stored
+    and dropped before it comes again. The engine sees that none of the plans it drops has
+    replayed and rests: the next 4 x 2 whole graphs are neither hashed nor recorded. Every graph
+    still equals the agenda's."""
+    model = Tagger()
+    rs = np.random.RandomState(1)
+    sentences = [(list(rs.randint(20, size=n)), list(rs.randint(3, size=n))) for n in [2, 3, 4, 5, 6] * 2]
+    stats = _agenda_then_plans(lambda: _run(model, sentences), lambda: _autobatch._set_plan_limits(2))
+    # the first cycle: first sightings; the second: the 2 and the 3 stored, the 4 finds no room
+    # and starts a rest of 8 graphs, of which the 5 and the 6 are the first two
+    assert stats["plan_replays"] == 0
+    assert stats["plan_rests"] == 1
+    assert _autobatch._plans() == 0
+    assert _autobatch._plan_rest() == 6
+
+
+def _shape(n):
+    """A graph whose shape is set by n: tanh of n inputs, summed."""
+    dy.renew_cg(autobatching=True)
+    loss = dy.esum([dy.tanh(dy.inputTensor(np.full(3, 0.1 * j))) for j in range(n)])
+    loss.value()
+
+
+def _rests(shapes):
+    """Run a graph of each shape in turn; the lengths of the rests begun along the way."""
+    out = []
+    for n in shapes:
+        before = _autobatch._plan_rest()
+        _shape(n)
+        if _autobatch._plan_rest() > max(before - 1, 0):
+            out.append(_autobatch._plan_rest())     # begun after this graph's forward ran
+    return out
+
+
+def test_rests_double_while_plans_never_replay_and_end_when_they_do():
+    """Room for 16 plans: a cycle of 40 shapes thrashes (rests of 64, then 128 graphs), while
+    shapes seen three times in a row replay their plans (no rest), after which a thrashing cycle
+    rests 64 graphs again, not 256."""
+    _autobatch._set_plan_limits(16)
+    assert _rests(list(range(2, 42)) * 8) == [64, 128]
+    while _autobatch._plan_rest():
+        _shape(1)
+    autobatch_stats(reset=True)
+    assert _rests([n for n in range(50, 70) for _ in range(3)]) == []
+    assert autobatch_stats()["plan_replays"] == 20
+    assert _rests(list(range(2, 42)) * 3) == [64]
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
