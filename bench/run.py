@@ -5,7 +5,8 @@ For each task configuration (tagger, tagger with characters, Tree-LSTM, RNN LM a
 (when torch is importable), and the same bench/tasks/<task>.py on DyNet itself (--toolkit dynet;
 with --dynet-python, or where this Python imports dynet), then dyn once more with --ab-compare
 (every item trained with automatic batching off and on: the on/off column; --no-ab skips it), for
-the same training-time budget,
+the same training-time budget (--rounds N: all of that N times, the order reversed every other
+round, medians reported),
 single-threaded by default (OMP, OpenBLAS, MKL and torch threads = 1), and reads their key=value
 output. Writes, between the lines
 ``<!-- paper-tasks:begin -->`` and ``<!-- paper-tasks:end -->`` of --out (added at the end when
@@ -104,6 +105,19 @@ def speed(kv):
         if k in kv:
             return float(kv[k]), k.split("_")[0] + "/s"
     return None, ""
+
+
+def median(values):
+    """The median of the values that are not None (the lower middle one of an even count), or
+    None."""
+    v = sorted(x for x in values if x is not None)
+    return v[(len(v) - 1) // 2] if v else None
+
+
+def spread(values, fmt="%.2f"):
+    """' (lo–hi)' over the values that are not None when there are two or more, else ''."""
+    v = [x for x in values if x is not None]
+    return (" (" + fmt % min(v) + "–" + fmt % max(v) + ")") if len(v) > 1 else ""
 
 
 def fmt_ratio(ratio, bar):
@@ -257,6 +271,11 @@ def main(argv=None):
                    "off and on (the on/off column)")
     p.add_argument("--device", default="CPU", help="GPU:0: the tasks on the GPU against PyTorch on the "
                    "same GPU, and dyn's CPU path beside them (section paper-tasks-gpu of --out)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run each configuration's toolkits this many times, one after the other, the "
+                   "order reversed every other round; speeds are the medians over the rounds and each "
+                   "ratio is the median of the rounds' ratios (runs minutes apart on a noisy machine), "
+                   "shown with their range")
     args = p.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
     env = dict(os.environ)
@@ -287,18 +306,26 @@ def main(argv=None):
         if only and task not in only:
             continue
         name = (task + " " + " ".join(extra)).strip()
-        dyn_kv = run_one(os.path.join(HERE, "tasks", task + ".py"), extra, args, env)
-        pt_kv = run_one(os.path.join(HERE, "peers", task + ".py"), extra, args, env) if have_torch else {}
-        dn_kv = (run_one(os.path.join(HERE, "tasks", task + ".py"), extra + ["--toolkit", "dynet"], args, env,
-                         dynet_py) if dynet_py else {})
-        # automatic batching off and on, every item trained both ways in one process (--ab-compare)
-        ab_kv = ({} if args.no_ab else
-                 run_one(os.path.join(HERE, "tasks", task + ".py"), extra + ["--ab-compare"], args, env))
-        ds, unit = speed(dyn_kv)
-        ps, _ = speed(pt_kv)
-        ns, _ = speed(dn_kv)
-        ab = float(ab_kv["ab_on_off"]) if "ab_on_off" in ab_kv else None
-        ratio = ds / ps if ds and ps else None
+        script = os.path.join(HERE, "tasks", task + ".py")
+        jobs = [("dyn", lambda: run_one(script, extra, args, env)),
+                ("torch", lambda: run_one(os.path.join(HERE, "peers", task + ".py"), extra, args, env)
+                 if have_torch else {}),
+                ("dynet", lambda: run_one(script, extra + ["--toolkit", "dynet"], args, env, dynet_py)
+                 if dynet_py else {}),
+                # automatic batching off and on, every item trained both ways in one process
+                ("ab", lambda: {} if args.no_ab else run_one(script, extra + ["--ab-compare"], args, env))]
+        runs = {k: [] for k, _ in jobs}
+        for r in range(max(1, args.rounds)):
+            for k, job in (jobs if r % 2 == 0 else jobs[2::-1] + jobs[3:]):
+                runs[k].append(job())
+        dyn_kv, pt_kv = runs["dyn"][0], runs["torch"][0]
+        dss, pss, nss = ([speed(kv)[0] for kv in runs[k]] for k in ("dyn", "torch", "dynet"))
+        unit = speed(dyn_kv)[1]
+        ds, ps, ns = median(dss), median(pss), median(nss)
+        ab = median([float(kv["ab_on_off"]) if "ab_on_off" in kv else None for kv in runs["ab"]])
+        ratios = [d / q if d and q else None for d, q in zip(dss, pss)]
+        ratio = median(ratios)
+        dn_ratios = [d / q if d and q else None for d, q in zip(dss, nss)]
         bar = BARS.get(name)
         rows.append({"name": name, "dyn": ds, "torch": ps, "ratio": ratio})
         cells = [
@@ -306,11 +333,12 @@ def main(argv=None):
             unit,
             "%.0f" % ds if ds else "-",
             "%.0f" % ps if ps else "-",
-            fmt_ratio(ratio, bar),
+            fmt_ratio(ratio, bar) + spread(ratios),
             "≥ %g" % bar if bar else "",
             "%.0f" % ns if ns else "-",
-            "%.2f" % (ds / ns) if ds and ns else "-",
-            "%.3f" % ab if ab else "-",
+            ("%.2f" % median(dn_ratios) + spread(dn_ratios)) if median(dn_ratios) else "-",
+            ("%.3f" % ab + spread([float(kv["ab_on_off"]) if "ab_on_off" in kv else None
+                                   for kv in runs["ab"]], "%.3f")) if ab else "-",
             "%.2f" % float(dyn_kv.get("startup_time", "nan")),
             "%.2f" % float(pt_kv.get("startup_time", "nan")) if pt_kv else "-",
             quality(dyn_kv),
@@ -359,8 +387,13 @@ def main(argv=None):
 
 def run_length(args):
     """How long each run trained, for the section's text."""
-    return "%g s of training per run%s" % (min(args.time, 5.0) if args.quick else args.time,
-                                           " on tiny data slices (--quick)" if args.quick else "")
+    rounds = max(1, getattr(args, "rounds", 1))
+    return "%g s of training per run%s%s" % (
+        min(args.time, 5.0) if args.quick else args.time,
+        " on tiny data slices (--quick)" if args.quick else "",
+        (", %d rounds (the toolkits' order reversed every other round; speeds are medians over the"
+         " rounds, ratios the median of the rounds' ratios with their range in brackets)" % rounds)
+        if rounds > 1 else "")
 
 
 def table(head, rows):

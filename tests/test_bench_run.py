@@ -180,3 +180,15 @@ def test_gpu_train_check_compares_only_runs_of_the_same_items(tmp_path, monkeypa
     runs[True] = dict(base, dev_acc="0.7")
     assert mod.main(["--items", "40", "--only", "Tree-LSTM, autobatched", "--out", str(out)]) == 1
     assert "DIFFERENT" in out.read_text()
+
+
+def test_rounds_take_medians_and_show_the_range():
+    """--rounds: the median of the rounds' values (None where a run gave nothing), and the range
+    of two or more next to it."""
+    run = _run_module()
+    assert run.median([2.0, None, 1.0, 3.0]) == 2.0
+    assert run.median([1.0, 4.0]) == 1.0
+    assert run.median([None, None]) is None
+    assert run.spread([1.95, 2.3, 2.1]) == " (1.95–2.30)"
+    assert run.spread([2.1, None]) == ""
+    assert run.spread([0.9981, 1.0042], "%.3f") == " (0.998–1.004)"
