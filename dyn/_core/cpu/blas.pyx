@@ -187,6 +187,7 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     if _skinny_on:
         return _skinny(ta, tb, m, n, k)
     cdef long size = <long>m * k
+    cdef int widest
     if tb != b'N':
         return 0
     if _large_on and size >= NARROW_SIZE and n <= LARGE_MAX_N:
@@ -198,9 +199,11 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     if _narrow_on:
         if ta == b'N':
             if size < NARROW_SIZE and m >= NARROW_TALL_M:
-                if m < NARROW_LONG_M and n <= (NARROW_TALL_N if size < NARROW_TALL_SIZE else NARROW_TALL_N_LARGE):
-                    return 6
-                if m >= NARROW_LONG_M and n <= (NARROW_LONG_N if size < NARROW_TALL_SIZE else NARROW_LONG_N_LARGE):
+                if m < NARROW_LONG_M:
+                    widest = NARROW_TALL_N if size < NARROW_TALL_SIZE else NARROW_TALL_N_LARGE
+                else:
+                    widest = NARROW_LONG_N if size < NARROW_TALL_SIZE else NARROW_LONG_N_LARGE
+                if n <= widest:
                     return 6
             elif (n <= NARROW_N and size < NARROW_SIZE) or (n <= NARROW_SMALL_N and NARROW_SMALL_MIN <= size <= NARROW_SMALL_SIZE):
                 return 6
