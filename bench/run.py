@@ -316,16 +316,19 @@ def main(argv=None):
                 ("ab", lambda: {} if args.no_ab else run_one(script, extra + ["--ab-compare"], args, env))]
         runs = {k: [] for k, _ in jobs}
         for r in range(max(1, args.rounds)):
+            # odd rounds: DyNet, PyTorch, dyn, then the on/off run
             for k, job in (jobs if r % 2 == 0 else jobs[2::-1] + jobs[3:]):
                 runs[k].append(job())
         dyn_kv, pt_kv = runs["dyn"][0], runs["torch"][0]
         dss, pss, nss = ([speed(kv)[0] for kv in runs[k]] for k in ("dyn", "torch", "dynet"))
         unit = speed(dyn_kv)[1]
         ds, ps, ns = median(dss), median(pss), median(nss)
-        ab = median([float(kv["ab_on_off"]) if "ab_on_off" in kv else None for kv in runs["ab"]])
+        abs_ = [float(kv["ab_on_off"]) if "ab_on_off" in kv else None for kv in runs["ab"]]
+        ab = median(abs_)
         ratios = [d / q if d and q else None for d, q in zip(dss, pss)]
         ratio = median(ratios)
         dn_ratios = [d / q if d and q else None for d, q in zip(dss, nss)]
+        dn_ratio = median(dn_ratios)
         bar = BARS.get(name)
         rows.append({"name": name, "dyn": ds, "torch": ps, "ratio": ratio})
         cells = [
@@ -336,9 +339,8 @@ def main(argv=None):
             fmt_ratio(ratio, bar) + spread(ratios),
             "≥ %g" % bar if bar else "",
             "%.0f" % ns if ns else "-",
-            ("%.2f" % median(dn_ratios) + spread(dn_ratios)) if median(dn_ratios) else "-",
-            ("%.3f" % ab + spread([float(kv["ab_on_off"]) if "ab_on_off" in kv else None
-                                   for kv in runs["ab"]], "%.3f")) if ab else "-",
+            ("%.2f" % dn_ratio + spread(dn_ratios)) if dn_ratio else "-",
+            ("%.3f" % ab + spread(abs_, "%.3f")) if ab else "-",
             "%.2f" % float(dyn_kv.get("startup_time", "nan")),
             "%.2f" % float(pt_kv.get("startup_time", "nan")) if pt_kv else "-",
             quality(dyn_kv),
