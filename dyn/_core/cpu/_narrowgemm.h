@@ -25,6 +25,8 @@
 #ifndef DYN_NARROWGEMM_H
 #define DYN_NARROWGEMM_H
 
+#include <stddef.h> /* NULL: the panels pass it for "no prefetch" */
+
 #include "_clones.h"
 
 typedef float dyn_n8 __attribute__((vector_size(32)));
