@@ -99,7 +99,8 @@ def main(argv=None):
                    "A B and A^T B shapes of up to 32 columns and a tagger's and an LSTM step's")
     p.add_argument("--large", action="store_true",
                    help="OpenBLAS against _narrowgemm.h's loops for a large A (machines without "
-                   "AVX-512): its panels for A B and long dot products for A^T B, on the shapes "
+                   "AVX-512): its panels for A B, its packed loop (5-32 columns) and long dot products for "
+                   "A^T B, on the shapes "
                    "with an A of 2^18 elements or more and up to 48 columns")
     args = p.parse_args(argv)
     if args.cols + args.narrow + args.large > 1:
@@ -116,8 +117,10 @@ def main(argv=None):
     for op in args.ops.split(","):
         if (own or args.large) and op == "NT":
             continue
-        mine = {"NN": "panels", "TN": "long"}[op] if args.large else own
         for m, n, k in shapes[op]:
+            # --large: A^T B of 5-32 columns through the packed loop, the rest through the long one
+            mine = ({"NN": "panels", "TN": "packed" if 5 <= n <= 32 else "long"}[op] if args.large
+                    else own)
             if mine and n > widest or args.large and (m * k < 1 << 18 or n < 2):
                 continue
             b, d, err = compare(op, m, n, k, budget, rng, mine)

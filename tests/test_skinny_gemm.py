@@ -151,7 +151,7 @@ def test_register_kernels_on_by_default_only_with_avx512():
         flags = next(line for line in f if line.startswith("flags")).split()
     assert blas.wide_kernels() == ("avx512f" in flags)
     assert blas._skinny_path("NN", 10000, 22, 256) == ("nn" if "avx512f" in flags else "panels")
-    assert blas._skinny_path("TN", 256, 22, 10000) == ("tn" if "avx512f" in flags else "long")
+    assert blas._skinny_path("TN", 256, 22, 10000) == ("tn" if "avx512f" in flags else "packed")
     assert blas._skinny_path("NN", 256, 100, 256) == "blas"
 
 
@@ -259,6 +259,46 @@ def test_products_with_a_large_side(path, op, kc, alpha, beta):
         blas._gemm(path, "TN" if op == "NN" else "NN", A, B, 1.0, 0.0, C)
 
 
+@pytest.mark.parametrize("kc", [2048, 64, 0])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
+def test_packed_transposed_products(kc, alpha, beta):
+    """_narrowgemm.h's packed A^T B: B's rows copied into a buffer in stretches of kc (64: beta
+    taken at the first stretch only, a last stretch shorter than the rest; 0: all of k at once),
+    one to four vectors of C's rows per tile (1-32 columns, padded to a multiple of eight), tiles
+    of six, four or two columns of C and the two- and one-column tiles after them. The same values
+    as OpenBLAS's gemm, leading dimensions honoured, rows past m untouched, beta = 0 writing C
+    without reading it; the automatic dispatch sends an A of 2^18 elements and more with 5-32
+    columns here, and with the loop switched off to the long dot products, with the same values."""
+    shapes = [(m, k, n) for n, ms in [(1, (1, 5, 6, 7)), (5, (6, 13)), (8, (11, 12)), (9, (14, 17)),
+                                      (16, (7, 18)), (17, (4, 9)), (22, (8, 10)), (24, (3, 5)),
+                                      (25, (2, 3)), (32, (1, 4))]
+              for m in ms for k in (1, 63, 65, 200)]
+    old = blas._set_packed_kc(kc)
+    try:
+        _matches_openblas("packed", "TN", shapes, alpha, beta, seed=60)
+    finally:
+        blas._set_packed_kc(old)
+    A, B, C = _case("TN", 4, 33, 10, 0, seed=6)
+    with pytest.raises(ValueError, match="at most 32 columns"):
+        blas._gemm("packed", "TN", A, B, 1.0, 0.0, C)
+    if blas.wide_kernels():
+        return
+    A, B, C = _case("TN", 256, 22, 1100, 3, seed=8)   # A: 1,103 x 256, past 2^18 elements
+    assert blas._skinny_path("TN", 256, 22, 1100, 1103) == "packed"
+    auto, ref = C.copy(order="F"), C.copy(order="F")
+    blas._gemm("auto", "TN", A, B, 0.5, 1.0, auto, dims=(256, 22, 1100))
+    blas._gemm("packed", "TN", A, B, 0.5, 1.0, ref, dims=(256, 22, 1100))
+    np.testing.assert_array_equal(auto, ref)
+    old = blas._set_packed(False)
+    try:
+        assert blas._skinny_path("TN", 256, 22, 1100, 1103) == "long"
+        off = C.copy(order="F")
+        blas._gemm("auto", "TN", A, B, 0.5, 1.0, off, dims=(256, 22, 1100))
+        np.testing.assert_allclose(off, ref, rtol=1e-5, atol=1e-5 * np.sqrt(1100))
+    finally:
+        assert blas._set_packed(old) is False
+
+
 def test_a_large_a_whose_columns_alias_in_the_cache_stays_with_openblas():
     """gemm keeps an A whose columns lie a multiple of 512 bytes apart from the panels past 24
     columns, or past 8 when they lie 16 KB apart or more (their lines would share a few of L1's
@@ -300,8 +340,9 @@ def test_without_the_register_kernels_narrow_products_avoid_openblas_packing():
                                       ("TN", (64, 17, 256), "blas"),
                                       ("TN", (256, 32, 640), "narrow"), ("TN", (256, 33, 640), "blas"),
                                       ("TN", (64, 8, 64), "narrow"), ("TN", (64, 9, 64), "cols"),
-                                      ("TN", (256, 8, 10000), "long"), ("TN", (256, 32, 10000), "long"),
-                                      ("TN", (256, 33, 10000), "blas"), ("TN", (1024, 32, 256), "long"),
+                                      ("TN", (256, 4, 10000), "long"), ("TN", (256, 5, 10000), "packed"),
+                                      ("TN", (256, 8, 10000), "packed"), ("TN", (256, 32, 10000), "packed"),
+                                      ("TN", (256, 33, 10000), "blas"), ("TN", (1024, 32, 256), "packed"),
                                       ("TN", (1024, 33, 256), "blas"), ("TN", (2048, 8, 128), "narrow"),
                                       ("TN", (256, 4, 32), "cols"), ("TN", (100, 25, 32), "blas"),
                                       ("NT", (640, 256, 4), "blas")]:

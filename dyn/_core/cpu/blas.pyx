@@ -51,6 +51,8 @@ cdef extern from "_narrowgemm.h" nogil:
                              float beta, float* C, int ldc)
     void dyn_sgemm_tn_long(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                            float beta, float* C, int ldc, int kc)
+    int dyn_sgemm_tn_packed(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                            float beta, float* C, int ldc, int kc)
 cdef extern from "_skinnygemm.h" nogil:
     void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
@@ -140,8 +142,9 @@ cdef enum:
     NARROW_T_MIN_K = 128
     # an A of 2^18 elements and more (a 10,000-word softmax's W): A B of 3-32 columns (k >= 64)
     # through _narrowgemm.h's panels (7), A^T B of up to 32 along a k of 256 and more through its
-    # long dot products (8)
+    # long dot products (8), or from 5 columns on its packed loop (9)
     LARGE_MAX_N = 32
+    LARGE_PACKED_MIN_N = 5
 
 
 cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
@@ -183,7 +186,14 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     OpenBLAS in gemm past 24 columns, or past 8 where they lie 16 KB apart or more: 8,192 x 256 at
     44 columns ran at 43 through the panels against 50 (65 with 8,200 rows apart), at 16 at 18
     against 20; 256 x 1,024, 1,024 x 256 and 4,096 x 128 at 16-24 columns at 34-49 against 26-39,
-    at 32-48 at 35-47 against 37-49."""
+    at 32-48 at 35-47 against 37-49.
+    From 5 columns on, A^T B of such an A takes 9 instead of 8 (_narrowgemm.h's packed loop: B's
+    rows copied into a buffer, C's tile kept in registers along k; 8 read both operands through
+    L1 with neither kept there): in C on the EPYC (medians of 41 calls, us), W^T times 22 columns
+    1,613-1,927 against 2,840-3,182 (5 columns 941 against 1,201, 8 columns 876 against 1,516, 16
+    1,135-1,325 against 2,147-2,624, 32 2,480-2,718 against 4,056-4,588), A^T B with A 1,024 x
+    256 at 16 columns 144 against 252 and at 8 73 against 107; at 3 columns 8 stays faster
+    (3 of every 8 lanes used)."""
     if _skinny_on:
         return _skinny(ta, tb, m, n, k)
     cdef long size = <long>m * k
@@ -195,7 +205,7 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
             if n >= 3 and k >= 64:
                 return 7
         elif k >= 256:
-            return 8
+            return 9 if _packed_on and n >= LARGE_PACKED_MIN_N else 8
     if _narrow_on:
         if ta == b'N':
             if size < NARROW_SIZE and m >= NARROW_TALL_M:
@@ -234,6 +244,8 @@ cdef int _cols_on = 2       # below 2 only to measure OpenBLAS on the same shape
 cdef bint _narrow_on = True # off only to measure the paths without _narrowgemm.h (_set_narrow)
 cdef bint _large_on = True  # off only to measure OpenBLAS on _path's 7 and 8 (_set_large)
 cdef int _long_kc = 4096    # dyn_sgemm_tn_long's stretch of k at a time (_set_long_kc)
+cdef bint _packed_on = True # off only to measure path 9's shapes through path 8 (_set_packed)
+cdef int _packed_kc = 2048  # dyn_sgemm_tn_packed's stretch of k at a time (_set_packed_kc)
 
 
 cdef bint _nt_transposed(int m, int n, int k, float alpha, float* A, int lda, float* B, int ldb, float beta,
@@ -286,7 +298,10 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
         if which == 7:
             dyn_sgemm_nn_panels(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
             return
-        if which == 8:
+        if which == 9 and dyn_sgemm_tn_packed(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc,
+                                              _packed_kc) == 0:
+            return
+        if which == 8 or which == 9:   # 9 without its buffer: the long dot products
             dyn_sgemm_tn_long(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc, _long_kc)
             return
         if which == 1:
@@ -455,6 +470,25 @@ def _set_long_kc(int kc):
     return old
 
 
+def _set_packed(bint on):
+    """A^T B of an A of 2^18 elements and more with 5-32 columns through _narrowgemm.h's packed
+    loop (on, the default) or its long dot products (off: for measurements); returns the previous
+    setting."""
+    global _packed_on
+    cdef bint old = _packed_on
+    _packed_on = on
+    return old
+
+
+def _set_packed_kc(int kc):
+    """The stretch of k that _narrowgemm.h's packed A^T B copies into its buffer at a time (0: all
+    of k at once); returns the previous value."""
+    global _packed_kc
+    cdef int old = _packed_kc
+    _packed_kc = kc
+    return old
+
+
 def _set_cols(int level):
     """Without dyn's register kernels: A B and A^T B of few columns as one matrix-vector product
     per column by _path's whole rule (2, the default), only those of 1-8 columns (1), or none
@@ -470,13 +504,13 @@ def _set_cols(int level):
 def _skinny_path(str op, int m, int n, int k, int lda=0):
     """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' (dyn's
     kernels), 'nt-transposed' (OpenBLAS on the transposed product), 'cols' (a
-    matrix-vector product per column), 'narrow', 'panels' or 'long' (_narrowgemm.h) or 'blas'
+    matrix-vector product per column), 'narrow', 'panels', 'long' or 'packed' (_narrowgemm.h) or 'blas'
     (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T), for an A of leading dimension lda (0:
     its rows, as stored without padding)."""
     if lda <= 0:
         lda = m if op[0] == "N" else k
     return ("blas", "nn", "tn", "nt", "nt-transposed", "cols", "narrow", "panels",
-            "long")[_path_lda(_path(ord(op[0]), ord(op[1]), m, n, k), n, lda)]
+            "long", "packed")[_path_lda(_path(ord(op[0]), ord(op[1]), m, n, k), n, lda)]
 
 
 def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double beta, cnp.ndarray y,
@@ -528,7 +562,7 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
     'TN' or 'NT') through one path: 'blas' (OpenBLAS), 'nn', 'tn' or 'nt'
     (_skinnygemm.h, for its op), 'cols' (a matrix-vector product per column,
     NN and TN), 'narrow' (_narrowgemm.h, NN and TN), 'panels' (_narrowgemm.h, NN),
-    'long' (_narrowgemm.h, TN) or 'auto' (gemm's dispatch); repeated reps
+    'long' or 'packed' (_narrowgemm.h, TN) or 'auto' (gemm's dispatch); repeated reps
     times, returns the seconds per call (timed in C). dims = (m, n, k)
     multiplies the leading blocks of the arrays, whose first dimensions are then
     the leading dimensions (lda > m and so on)."""
@@ -551,16 +585,19 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             and acols <= A.shape[1] and brows <= B.shape[0] and bcols <= B.shape[1]):
         raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {op} of arrays "
                          f"{(<object>A).shape}, {(<object>B).shape}, {(<object>C).shape}")
-    if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow", "panels", "long"):
-        raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt, cols, narrow, panels or long")
+    if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow", "panels", "long", "packed"):
+        raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt, cols, narrow, panels, long "
+                         f"or packed")
     kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3, "cols": 5, "narrow": 6, "panels": 7,
-            "long": 8}[path]
+            "long": 8, "packed": 9}[path]
     if 0 < kind < 5 and path.upper() != op:
         raise ValueError(f"_gemm: path {path} is for op {path.upper()}, not {op}")
     if kind >= 5 and op == "NT":
         raise ValueError(f"_gemm: path {path} is for NN and TN")
-    if (kind == 7 and op != "NN") or (kind == 8 and op != "TN"):
+    if (kind == 7 and op != "NN") or (kind >= 8 and op != "TN"):
         raise ValueError(f"_gemm: path {path} is for {'NN' if kind == 7 else 'TN'}, not {op}")
+    if kind == 9 and n > LARGE_MAX_N:
+        raise ValueError(f"_gemm: path packed takes at most {LARGE_MAX_N} columns, not {n}")
     clock_gettime(CLOCK_MONOTONIC, &t0)
     for r in range(reps):
         if kind == -1:
@@ -580,6 +617,10 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             dyn_sgemm_nn_panels(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
         elif kind == 8:
             dyn_sgemm_tn_long(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc, _long_kc)
+        elif kind == 9:
+            if dyn_sgemm_tn_packed(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc,
+                                   _packed_kc) != 0:
+                raise MemoryError("_gemm: the packed loop's buffer")
         else:
             dyn_sgemm_nt(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
     clock_gettime(CLOCK_MONOTONIC, &t1)
