@@ -302,20 +302,22 @@ void dyn_sgemm_tn_long(int m, int n, int k, float alpha, const float* A, int lda
 
 /* dyn_sgemm_tn_packed: C = alpha A^T B + beta C for the same shapes with 5 to
  * 32 columns. The dot products above read both operands through L1 with
- * nothing kept there: along a k of 10,000 (a softmax's W^T times the
- * gradients of a sentence's 22 scores) that ran at 25-35 GFLOP/s on an AMD
+ * nothing kept there: along a k of 10,000 (a softmax's W^T times the score
+ * gradients of a 22-word sentence) that ran at 25-35 GFLOP/s on an AMD
  * EPYC (Zen 3), slower than W h. Here B's rows, kc at a time, are first
  * copied into a buffer row by row (8 NT floats a row, zero padded: NT = 1-4
- * vectors for 5-32 columns), and a tile of NH columns of C times NT vectors
- * of its rows stays in registers along the whole stretch: per step along k,
+ * vectors for 5-32 columns), and a tile of NH rows of C (one per column of
+ * A) by all its columns, NT vectors of eight, stays in registers along the
+ * whole stretch: per step along k,
  * NT loads of the buffer's row and NH broadcasts from A's columns (each read
  * in order, once per stretch) feed NH NT multiply-adds, and nothing is summed
- * across lanes. NH NT is 12 (NT 2-3) or 6-8 (NT 1: six, since A's columns of
- * a 1,024-row matrix lie 4 KB apart and more than about eight of them evict
- * each other from L1; NT 4: two, as three would need 17 registers). Columns
- * of C past the last whole tile take tiles of two and one. The buffer is the
- * calling thread's, grown as needed and kept (at most kc 32 floats); returns
- * -1 without computing anything when it cannot be had. */
+ * across lanes. NH is 6 for NT 1 and 2 (not 12 for NT 1: A's columns of a
+ * 1,024-row matrix lie 4 KB apart, and more than about eight of them evict
+ * each other from L1), 4 for NT 3 and 2 for NT 4 (three would need 17
+ * registers): 6 to 12 sums per tile. Rows of C past the last whole tile
+ * take tiles of two and one. The buffer is the calling thread's, grown as
+ * needed and kept (at most kc 32 floats). Returns -1, computing nothing,
+ * when the buffer cannot be had or n is not 1-32 or k is 0. */
 static __thread float* dyn_ng_tp_buf = NULL;
 static __thread long dyn_ng_tp_cap = 0;
 
@@ -355,7 +357,7 @@ DYN_TARGET_CLONES
 int dyn_sgemm_tn_packed(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                         float beta, float* C, int ldc, int kc) {
     int NT = (n + 7) / 8, W8 = 8 * NT;
-    if (n < 1 || n > 32)
+    if (n < 1 || n > 32 || k < 1)
         return -1;
     if (kc <= 0 || kc > k) kc = k;
     if (dyn_ng_tp_cap < (long)kc * W8) {
