@@ -259,6 +259,39 @@ def test_products_with_a_large_side(path, op, kc, alpha, beta):
         blas._gemm(path, "TN" if op == "NN" else "NN", A, B, 1.0, 0.0, C)
 
 
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
+def test_narrow_products_with_a_transposed_b(alpha, beta):
+    """A B^T (a weight gradient over a batch's columns) through _narrowgemm.h's loops on a copy
+    of B^T: the same values as OpenBLAS's gemm for rows in every tile and tail of the loops
+    (8 to 90), B's rows in groups of 1-6 (up to 13, and 128), k from 1 to 128, leading
+    dimensions honoured, rows past m untouched, beta = 0 writing C without reading it; the
+    buffer for B^T grows from a small product to a larger one. Without AVX-512 the automatic
+    dispatch sends C of 8-512 rows and at most 2^15 entries with k <= 128 there."""
+    shapes = [(m, k, n) for m in (8, 9, 15, 16, 17, 31, 40, 63, 64, 90) for n in (1, 2, 3, 5, 6, 7, 13)
+              for k in (1, 9)]
+    shapes += [(200, 25, 128), (32, 25, 100), (9, 25, 32), (512, 128, 64), (100, 70, 3)]
+    _matches_openblas("narrow-nt", "NT", shapes, alpha, beta, seed=70)
+    A, B, C = _case("NN", 20, 3, 30, 0, seed=5)
+    with pytest.raises(ValueError, match="path narrow-nt is for NT"):
+        blas._gemm("narrow-nt", "NN", A, B, 1.0, 0.0, C)
+    if blas.wide_kernels():
+        return
+    for (m, n, k), expect in [((200, 128, 25), "narrow-nt"), ((8, 4096, 128), "narrow-nt"),
+                              ((512, 64, 128), "narrow-nt"), ((7, 32, 25), "blas"), ((513, 16, 25), "blas"),
+                              ((200, 200, 25), "blas"), ((200, 128, 129), "blas")]:
+        assert blas._skinny_path("NT", m, n, k) == expect, (m, n, k)
+    A, B, C = _case("NT", 200, 128, 25, 2, seed=11)
+    auto, ref = C.copy(order="F"), C.copy(order="F")
+    blas._gemm("auto", "NT", A, B, 0.5, 1.0, auto, dims=(200, 128, 25))
+    blas._gemm("narrow-nt", "NT", A, B, 0.5, 1.0, ref, dims=(200, 128, 25))
+    np.testing.assert_array_equal(auto, ref)
+    old = blas._set_narrow_nt(False)
+    try:
+        assert blas._skinny_path("NT", 200, 128, 25) == "blas"
+    finally:
+        assert blas._set_narrow_nt(old) is False
+
+
 @pytest.mark.parametrize("kc", [2048, 64, 0])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
 def test_packed_transposed_products(kc, alpha, beta):

@@ -53,6 +53,8 @@ cdef extern from "_narrowgemm.h" nogil:
                            float beta, float* C, int ldc, int kc)
     int dyn_sgemm_tn_packed(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                             float beta, float* C, int ldc, int kc)
+    int dyn_sgemm_nt_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                            float beta, float* C, int ldc)
 cdef extern from "_skinnygemm.h" nogil:
     void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
@@ -145,6 +147,12 @@ cdef enum:
     # long dot products (8), or from 5 columns on its packed loop (9)
     LARGE_MAX_N = 32
     LARGE_PACKED_MIN_N = 5
+    # A B^T (a weight gradient over a batch's columns) through _narrowgemm.h's loops on a copy of
+    # B^T (10): C of 8-512 rows and at most 2^15 entries, k up to 128
+    NT_NARROW_MIN_M = 8
+    NT_NARROW_MAX_M = 512
+    NT_NARROW_MAX_MN = 1 << 15
+    NT_NARROW_MAX_K = 128
 
 
 cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
@@ -193,12 +201,20 @@ cdef inline int _path(char ta, char tb, int m, int n, int k) noexcept nogil:
     1,613-1,927 against 2,840-3,182 (5 columns 941 against 1,201, 8 columns 876 against 1,516, 16
     1,135-1,325 against 2,147-2,624, 32 2,480-2,718 against 4,056-4,588), A^T B with A 1,024 x
     256 at 16 columns 144 against 252 and at 8 73 against 107; at 3 columns 8 stays faster
-    (3 of every 8 lanes used)."""
+    (3 of every 8 lanes used).
+    A B^T (tb 'T', ta 'N': a weight gradient D X^T over a batch's columns) takes 10 (the loops of
+    6 on a copy of B^T) where C has 8-512 rows and at most 2^15 entries and k is at most 128: in
+    a grid on the EPYC (median of 5 rounds, OpenBLAS's time over the loops', the copy not
+    counted) 1.1-5.2 there for k of 8-64 (200 x 128 at 25 columns 1.22, 32 x 100 2.2), about 1.0
+    at 200 x 256 to 512 x 384, and 0.6-1.0 for 1,024 rows past 32 columns."""
     if _skinny_on:
         return _skinny(ta, tb, m, n, k)
     cdef long size = <long>m * k
     cdef int widest
     if tb != b'N':
+        if (tb == b'T' and ta == b'N' and _narrow_on and _narrow_nt_on and NT_NARROW_MIN_M <= m <= NT_NARROW_MAX_M
+                and <long>m * n <= NT_NARROW_MAX_MN and k <= NT_NARROW_MAX_K):
+            return 10
         return 0
     if _large_on and size >= NARROW_SIZE and n <= LARGE_MAX_N:
         if ta == b'N':
@@ -246,6 +262,7 @@ cdef bint _large_on = True  # off only to measure OpenBLAS on _path's 7 and 8 (_
 cdef int _long_kc = 4096    # dyn_sgemm_tn_long's stretch of k at a time (_set_long_kc)
 cdef bint _packed_on = True # off only to measure path 9's shapes through path 8 (_set_packed)
 cdef int _packed_kc = 2048  # dyn_sgemm_tn_packed's stretch of k at a time (_set_packed_kc)
+cdef bint _narrow_nt_on = True  # off only to measure path 10's shapes through OpenBLAS (_set_narrow_nt)
 
 
 cdef bint _nt_transposed(int m, int n, int k, float alpha, float* A, int lda, float* B, int ldb, float beta,
@@ -300,6 +317,9 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
             return
         if which == 9 and dyn_sgemm_tn_packed(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc,
                                               _packed_kc) == 0:
+            return
+        if which == 10 and dyn_sgemm_nt_narrow(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C,
+                                               ldc) == 0:
             return
         if which == 8 or which == 9:   # 9 without its buffer: the long dot products
             dyn_sgemm_tn_long(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc, _long_kc)
@@ -480,6 +500,15 @@ def _set_packed(bint on):
     return old
 
 
+def _set_narrow_nt(bint on):
+    """A B^T of the shapes _path gives 10 through _narrowgemm.h's loops on a copy of B^T (on, the
+    default) or OpenBLAS (off: for measurements); returns the previous setting."""
+    global _narrow_nt_on
+    cdef bint old = _narrow_nt_on
+    _narrow_nt_on = on
+    return old
+
+
 def _set_packed_kc(int kc):
     """The stretch of k that _narrowgemm.h's packed A^T B copies into its buffer at a time (0: all
     of k at once); returns the previous value."""
@@ -504,13 +533,14 @@ def _set_cols(int level):
 def _skinny_path(str op, int m, int n, int k, int lda=0):
     """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' (dyn's
     kernels), 'nt-transposed' (OpenBLAS on the transposed product), 'cols' (a
-    matrix-vector product per column), 'narrow', 'panels', 'long' or 'packed' (_narrowgemm.h) or 'blas'
+    matrix-vector product per column), 'narrow', 'panels', 'long', 'packed' or 'narrow-nt'
+    (_narrowgemm.h) or 'blas'
     (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T), for an A of leading dimension lda (0:
     its rows, as stored without padding)."""
     if lda <= 0:
         lda = m if op[0] == "N" else k
     return ("blas", "nn", "tn", "nt", "nt-transposed", "cols", "narrow", "panels",
-            "long", "packed")[_path_lda(_path(ord(op[0]), ord(op[1]), m, n, k), n, lda)]
+            "long", "packed", "narrow-nt")[_path_lda(_path(ord(op[0]), ord(op[1]), m, n, k), n, lda)]
 
 
 def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double beta, cnp.ndarray y,
@@ -562,7 +592,8 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
     'TN' or 'NT') through one path: 'blas' (OpenBLAS), 'nn', 'tn' or 'nt'
     (_skinnygemm.h, for its op), 'cols' (a matrix-vector product per column,
     NN and TN), 'narrow' (_narrowgemm.h, NN and TN), 'panels' (_narrowgemm.h, NN),
-    'long' or 'packed' (_narrowgemm.h, TN) or 'auto' (gemm's dispatch); repeated reps
+    'long' or 'packed' (_narrowgemm.h, TN), 'narrow-nt' (_narrowgemm.h, NT) or 'auto' (gemm's
+    dispatch); repeated reps
     times, returns the seconds per call (timed in C). dims = (m, n, k)
     multiplies the leading blocks of the arrays, whose first dimensions are then
     the leading dimensions (lda > m and so on)."""
@@ -585,16 +616,18 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             and acols <= A.shape[1] and brows <= B.shape[0] and bcols <= B.shape[1]):
         raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {op} of arrays "
                          f"{(<object>A).shape}, {(<object>B).shape}, {(<object>C).shape}")
-    if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow", "panels", "long", "packed"):
-        raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt, cols, narrow, panels, long "
-                         f"or packed")
+    if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow", "panels", "long", "packed", "narrow-nt"):
+        raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt, cols, narrow, panels, long, "
+                         f"packed or narrow-nt")
     kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3, "cols": 5, "narrow": 6, "panels": 7,
-            "long": 8, "packed": 9}[path]
+            "long": 8, "packed": 9, "narrow-nt": 10}[path]
     if 0 < kind < 5 and path.upper() != op:
         raise ValueError(f"_gemm: path {path} is for op {path.upper()}, not {op}")
-    if kind >= 5 and op == "NT":
+    if kind == 10 and op != "NT":
+        raise ValueError(f"_gemm: path {path} is for NT, not {op}")
+    if 5 <= kind < 10 and op == "NT":
         raise ValueError(f"_gemm: path {path} is for NN and TN")
-    if (kind == 7 and op != "NN") or (kind >= 8 and op != "TN"):
+    if (kind == 7 and op != "NN") or (kind in (8, 9) and op != "TN"):
         raise ValueError(f"_gemm: path {path} is for {'NN' if kind == 7 else 'TN'}, not {op}")
     if kind == 9 and n > LARGE_MAX_N:
         raise ValueError(f"_gemm: path packed takes at most {LARGE_MAX_N} columns, not {n}")
@@ -617,6 +650,10 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             dyn_sgemm_nn_panels(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
         elif kind == 8:
             dyn_sgemm_tn_long(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc, _long_kc)
+        elif kind == 10:
+            if dyn_sgemm_nt_narrow(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data,
+                                   ldc) != 0:
+                raise MemoryError("_gemm: the copy of B^T")
         elif kind == 9:
             if dyn_sgemm_tn_packed(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc,
                                    _packed_kc) != 0:
