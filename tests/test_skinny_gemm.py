@@ -259,6 +259,18 @@ def test_products_with_a_large_side(path, op, kc, alpha, beta):
         blas._gemm(path, "TN" if op == "NN" else "NN", A, B, 1.0, 0.0, C)
 
 
+def _auto_takes(path, op, m, n, k, pad, seed):
+    """gemm's own dispatch takes path for this shape (A's leading dimension padded by pad) and
+    gives its values bit for bit; returns the operands and path's C = 0.5 op(A) op(B) + C."""
+    A, B, C = _case(op, m, n, k, pad, seed=seed)
+    assert blas._skinny_path(op, m, n, k, A.shape[0]) == path
+    auto, ref = C.copy(order="F"), C.copy(order="F")
+    blas._gemm("auto", op, A, B, 0.5, 1.0, auto, dims=(m, n, k))
+    blas._gemm(path, op, A, B, 0.5, 1.0, ref, dims=(m, n, k))
+    np.testing.assert_array_equal(auto, ref)
+    return A, B, C, ref
+
+
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
 def test_narrow_products_with_a_transposed_b(alpha, beta):
     """A B^T (a weight gradient over a batch's columns) through _narrowgemm.h's loops on a copy
@@ -280,11 +292,7 @@ def test_narrow_products_with_a_transposed_b(alpha, beta):
                               ((512, 64, 128), "narrow-nt"), ((7, 32, 25), "blas"), ((513, 16, 25), "blas"),
                               ((200, 200, 25), "blas"), ((200, 128, 129), "blas")]:
         assert blas._skinny_path("NT", m, n, k) == expect, (m, n, k)
-    A, B, C = _case("NT", 200, 128, 25, 2, seed=11)
-    auto, ref = C.copy(order="F"), C.copy(order="F")
-    blas._gemm("auto", "NT", A, B, 0.5, 1.0, auto, dims=(200, 128, 25))
-    blas._gemm("narrow-nt", "NT", A, B, 0.5, 1.0, ref, dims=(200, 128, 25))
-    np.testing.assert_array_equal(auto, ref)
+    _auto_takes("narrow-nt", "NT", 200, 128, 25, pad=2, seed=11)
     old = blas._set_narrow_nt(False)
     try:
         assert blas._skinny_path("NT", 200, 128, 25) == "blas"
@@ -316,12 +324,7 @@ def test_packed_transposed_products(kc, alpha, beta):
         blas._gemm("packed", "TN", A, B, 1.0, 0.0, C)
     if blas.wide_kernels():
         return
-    A, B, C = _case("TN", 256, 22, 1100, 3, seed=8)   # A: 1,103 x 256, past 2^18 elements
-    assert blas._skinny_path("TN", 256, 22, 1100, 1103) == "packed"
-    auto, ref = C.copy(order="F"), C.copy(order="F")
-    blas._gemm("auto", "TN", A, B, 0.5, 1.0, auto, dims=(256, 22, 1100))
-    blas._gemm("packed", "TN", A, B, 0.5, 1.0, ref, dims=(256, 22, 1100))
-    np.testing.assert_array_equal(auto, ref)
+    A, B, C, ref = _auto_takes("packed", "TN", 256, 22, 1100, pad=3, seed=8)   # A: 1,103 x 256, past 2^18
     old = blas._set_packed(False)
     try:
         assert blas._skinny_path("TN", 256, 22, 1100, 1103) == "long"
