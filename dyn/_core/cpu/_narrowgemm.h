@@ -26,7 +26,7 @@
 #define DYN_NARROWGEMM_H
 
 #include <stddef.h> /* NULL: the panels pass it for "no prefetch" */
-#include <stdlib.h> /* realloc: the buffers of the packed A^T B and of A B^T */
+#include <stdlib.h> /* realloc: the packed A^T B's buffer */
 
 #include "_clones.h"
 
@@ -158,31 +158,6 @@ DYN_TARGET_CLONES
 void dyn_sgemm_nn_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                          float beta, float* C, int ldc) {
     dyn_ng_nn_by_groups(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-/* dyn_sgemm_nt_narrow: C = alpha A B^T + beta C, A m x k, B n x k, with a short k (the weight
- * gradient D X^T of a layer run over a sentence's words: 200 x 128 from 25 columns). B^T
- * (k x n) is first copied into the calling thread's buffer, grown as needed and kept, and the
- * loops above run on it: the copy is k n floats against m k n multiply-adds. Returns -1,
- * computing nothing, when the buffer cannot be had. */
-static __thread float* dyn_ng_nt_buf = NULL;
-static __thread long dyn_ng_nt_cap = 0;
-
-DYN_TARGET_CLONES
-int dyn_sgemm_nt_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-                        float beta, float* C, int ldc) {
-    if (dyn_ng_nt_cap < (long)k * n) {
-        float* q = (float*)realloc(dyn_ng_nt_buf, sizeof(float) * (size_t)k * n);
-        if (q == NULL)
-            return -1;
-        dyn_ng_nt_buf = q;
-        dyn_ng_nt_cap = (long)k * n;
-    }
-    float* T = dyn_ng_nt_buf;
-    for (int p = 0; p < k; p++)
-        for (int j = 0; j < n; j++) T[p + (long)j * k] = B[j + (long)p * ldb];
-    dyn_ng_nn_by_groups(m, n, k, alpha, A, lda, T, k, beta, C, ldc);
-    return 0;
 }
 
 /* dyn_sgemm_nn_panels: C = alpha A B + beta C for an A too large for the

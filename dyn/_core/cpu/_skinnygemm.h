@@ -15,7 +15,8 @@
  * dyn_sgemm_nn: C = alpha A B + beta C, A m x k (m large), B k x n (n small).
  * dyn_sgemm_tn: C = alpha A^T B + beta C, A k x m, B k x n (k large, n small).
  * dyn_sgemm_nt: C = alpha A B^T + beta C, A m x k, B n x k (k small).
- * dyn_add_transposed: C = beta C + T^T (the end of a product computed transposed).
+ * dyn_add_transposed: C = beta C + T^T (the end of a product computed transposed, or a copy of
+ * an operand transposed).
  * As in BLAS, beta = 0 writes C without reading it. */
 #ifndef DYN_SKINNYGEMM_H
 #define DYN_SKINNYGEMM_H
@@ -248,9 +249,9 @@ DYN_CLONES_SK static void dyn_sgemm_nt(int m, int n, int k, float alpha, const f
     dyn_sgemm_nx(m, n, k, alpha, A, lda, B, ldb, 1, beta, C, ldc);
 }
 
-/* C (m x n, ld ldc) = beta C + T^T for T n x m (ld n): the last step of a
+/* C (m x n, ld ldc) = beta C + T^T for T n x m (ld ldt): the last step of a
  * product computed transposed (blas.pyx), and with beta = 0 a plain transpose
- * (an LSTM's Wh^T, rnn.pyx). In 32 x 32 tiles, so that both matrices are read
+ * (an LSTM's Wh^T, rnn.pyx; B^T for a narrow A B^T, blas.pyx). In 32 x 32 tiles, so that both matrices are read
  * along their columns a cache line at a time; within a tile, 8 x 8 blocks are
  * transposed in registers (three rounds of shuffles), so that every load and
  * store moves eight floats instead of one. */
@@ -286,7 +287,7 @@ DYN_SK_INLINE void dyn_tr8(const float* t, long n, float* c, long ldc, float bet
     }
 }
 
-DYN_CLONES_SK static void dyn_add_transposed(int m, int n, const float* restrict T, float beta,
+DYN_CLONES_SK static void dyn_add_transposed(int m, int n, const float* restrict T, int ldt, float beta,
                                              float* restrict C, int ldc) {
     for (int j0 = 0; j0 < n; j0 += 32) {
         int j1 = j0 + 32 < n ? j0 + 32 : n;
@@ -296,17 +297,17 @@ DYN_CLONES_SK static void dyn_add_transposed(int m, int n, const float* restrict
             int i8 = i0 + (i1 - i0) / 8 * 8;
             for (int j = j0; j < j8; j += 8)
                 for (int i = i0; i < i8; i += 8)
-                    dyn_tr8(T + j + (long)i * n, n, C + i + (long)j * ldc, ldc, beta);
+                    dyn_tr8(T + j + (long)i * ldt, ldt, C + i + (long)j * ldc, ldc, beta);
             for (int j = j0; j < j1; j++) {     /* the tile's edges past its 8 x 8 blocks */
                 float* c = C + (long)j * ldc;
                 const float* t = T + j;
                 int lo = j < j8 ? i8 : i0;
                 if (beta == 0)
-                    for (int i = lo; i < i1; i++) c[i] = t[(long)i * n];
+                    for (int i = lo; i < i1; i++) c[i] = t[(long)i * ldt];
                 else if (beta == 1)
-                    for (int i = lo; i < i1; i++) c[i] += t[(long)i * n];
+                    for (int i = lo; i < i1; i++) c[i] += t[(long)i * ldt];
                 else
-                    for (int i = lo; i < i1; i++) c[i] = beta * c[i] + t[(long)i * n];
+                    for (int i = lo; i < i1; i++) c[i] = beta * c[i] + t[(long)i * ldt];
             }
         }
     }

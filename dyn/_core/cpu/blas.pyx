@@ -53,8 +53,6 @@ cdef extern from "_narrowgemm.h" nogil:
                            float beta, float* C, int ldc, int kc)
     int dyn_sgemm_tn_packed(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                             float beta, float* C, int ldc, int kc)
-    int dyn_sgemm_nt_narrow(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-                            float beta, float* C, int ldc)
 cdef extern from "_skinnygemm.h" nogil:
     void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
@@ -62,7 +60,7 @@ cdef extern from "_skinnygemm.h" nogil:
                       float beta, float* C, int ldc)
     void dyn_sgemm_nt(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
-    void dyn_add_transposed(int m, int n, const float* T, float beta, float* C, int ldc)
+    void dyn_add_transposed(int m, int n, const float* T, int ldt, float beta, float* C, int ldc)
     void dyn_vadd_f32(long n, const float* x, float* y)
     void dyn_vadd_f64(long n, const double* x, double* y)
     double dyn_dot_f32d(long n, const float* x, const float* y)
@@ -275,7 +273,20 @@ cdef bint _nt_transposed(int m, int n, int k, float alpha, float* A, int lda, fl
     if T == NULL:
         return False
     sgemm(&cn, &ct, &n, &m, &k, &alpha, B, &ldb, A, &lda, &zero, T, &n)
-    dyn_add_transposed(m, n, T, beta, C, ldc)
+    dyn_add_transposed(m, n, T, n, beta, C, ldc)
+    free(T)
+    return True
+
+
+cdef bint _nt_narrow(int m, int n, int k, float alpha, float* A, int lda, float* B, int ldb, float beta,
+                     float* C, int ldc) noexcept nogil:
+    """C = alpha A B^T + beta C (_path's 10) as _narrowgemm.h's A B on a copy of B^T (k x n: k n
+    floats against m k n multiply-adds); False (nothing done) when the copy cannot be had."""
+    cdef float* T = <float*>malloc(<size_t>k * n * sizeof(float))
+    if T == NULL:
+        return False
+    dyn_add_transposed(k, n, B, ldb, 0.0, T, k)
+    dyn_sgemm_nn_narrow(m, n, k, alpha, A, lda, T, k, beta, C, ldc)
     free(T)
     return True
 
@@ -318,8 +329,7 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
         if which == 9 and dyn_sgemm_tn_packed(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc,
                                               _packed_kc) == 0:
             return
-        if which == 10 and dyn_sgemm_nt_narrow(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C,
-                                               ldc) == 0:
+        if which == 10 and _nt_narrow(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc):
             return
         if which == 8 or which == 9:   # 9 without its buffer: the long dot products
             dyn_sgemm_tn_long(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc, _long_kc)
@@ -651,8 +661,7 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
         elif kind == 8:
             dyn_sgemm_tn_long(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc, _long_kc)
         elif kind == 10:
-            if dyn_sgemm_nt_narrow(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data,
-                                   ldc) != 0:
+            if not _nt_narrow(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc):
                 raise MemoryError("_gemm: the copy of B^T")
         elif kind == 9:
             if dyn_sgemm_tn_packed(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc,

@@ -30,7 +30,7 @@ cdef extern from "_smallblas.h" nogil:
     void dyn_ger_f32(int m, int n, float alpha, const float* x, const float* y, float* A, int lda)
 
 cdef extern from "_skinnygemm.h" nogil:
-    void dyn_add_transposed(int m, int n, const float* T, float beta, float* C, int ldc)
+    void dyn_add_transposed(int m, int n, const float* T, int ldt, float beta, float* C, int ldc)
 
 cdef enum:
     WT_MIN_B = 8    # the minibatch from which a step's backward multiplies by Wh's transpose
@@ -301,7 +301,7 @@ cdef float* _wh_transposed(Graph* g, Step* L) noexcept:
         return NULL
     key = <int>(g.nbwd & 0x3fffffff) + 1
     if w.ia[0] != key:
-        dyn_add_transposed(L.H, 4 * L.H, <float*>w.v, 0.0, <float*>w.aux, L.H)
+        dyn_add_transposed(L.H, 4 * L.H, <float*>w.v, 4 * L.H, 0.0, <float*>w.aux, L.H)
         w.ia[0] = key
         _wt_made += 1
     return <float*>w.aux
