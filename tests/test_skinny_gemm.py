@@ -20,9 +20,12 @@ from dyn._core.cpu import blas
 
 @pytest.fixture
 def kernels_on():
-    """dyn's register kernels on (their default only with AVX-512), for the tests of the rule."""
+    """dyn's register kernels on (their default only with AVX-512), for the tests of the rule;
+    the tall A B^T loop off (its default only on AMD processors with AVX-512: its own test)."""
     old = blas._set_skinny(True)
+    old_tall = blas._set_nt_tall(False)
     yield
+    blas._set_nt_tall(old_tall)
     blas._set_skinny(old)
 
 # (m, k, n) of C (m x n) = op(A) op(B), op(A) m x k
@@ -298,6 +301,40 @@ def test_narrow_products_with_a_transposed_b(alpha, beta):
         assert blas._skinny_path("NT", 200, 128, 25) == "blas"
     finally:
         assert blas._set_narrow_nt(old) is False
+
+
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
+def test_tall_products_with_a_transposed_b(alpha, beta):
+    """A B^T with A's 64-row panels copied into a buffer and C swept six columns at a time
+    ('nt-tall': a softmax's weight gradient over a sentence): OpenBLAS's values for C with no
+    whole panel, one, several, and 1-63 rows past them (its 16-row blocks and single rows), 1-13
+    columns (blocks of six and the 1-5 after them) and 128 or 256, k from 1 to 64, leading
+    dimensions honoured, rows past m untouched, beta = 0 writing C without reading it; the buffer
+    grows from a small product to a larger one."""
+    shapes = [(m, k, n) for m in (1, 63, 64, 65, 80, 128, 191) for n in (1, 5, 6, 7, 12, 13)
+              for k in (1, 22)]
+    shapes += [(1000, 64, 128), (4100, 22, 256)]
+    _matches_openblas("nt-tall", "NT", shapes, alpha, beta, seed=90)
+    A, B, C = _case("TN", 64, 6, 3, 0, seed=9)
+    with pytest.raises(ValueError, match="path nt-tall is for NT"):
+        blas._gemm("nt-tall", "TN", A, B, 1.0, 0.0, C)
+
+
+def test_tall_products_with_a_transposed_b_dispatch(kernels_on):
+    """With the loop switched on (the default on AMD processors with AVX-512), gemm sends A B^T
+    into a C of 1,024 rows and more and 2^17 entries and more, along a k of 8-128 (of 1-128 with
+    256 columns and more), to it, bit for bit its values; the rest keeps its path."""
+    blas._set_nt_tall(True)
+    for (m, n, k), expect in [((10000, 256, 22), "nt-tall"), ((1024, 256, 4), "nt-tall"),
+                              ((1024, 128, 8), "nt-tall"), ((4096, 64, 128), "nt-tall"),
+                              ((1024, 128, 4), "blas"), ((1024, 64, 8), "blas"),
+                              ((1023, 256, 22), "blas"), ((10000, 256, 129), "blas"),
+                              ((640, 256, 4), "blas"), ((10000, 256, 1030), "nt-transposed")]:
+        assert blas._skinny_path("NT", m, n, k) == expect, (m, n, k)
+    _auto_takes("nt-tall", "NT", 1100, 256, 22, pad=3, seed=12)
+    blas._set_nt_tall(False)
+    assert blas._skinny_path("NT", 1024, 256, 8) == "nt"
+    assert blas._skinny_path("NT", 10000, 256, 22) == "blas"
 
 
 @pytest.mark.parametrize("kc", [2048, 64, 0])

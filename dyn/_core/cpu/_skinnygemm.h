@@ -21,6 +21,8 @@
 #ifndef DYN_SKINNYGEMM_H
 #define DYN_SKINNYGEMM_H
 
+#include <stdlib.h> /* realloc: dyn_sgemm_nt_tall's buffer */
+#include <string.h>
 #include "_clones.h"
 #define DYN_CLONES_SK DYN_TARGET_CLONES
 
@@ -46,6 +48,17 @@ static inline int dyn_wide_vectors(void) {
 #if defined(__GNUC__) && defined(__x86_64__)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") != 0;
+#else
+    return 0;
+#endif
+}
+
+/* Whether this is an AMD processor: where dyn_sgemm_nt_tall was measured against OpenBLAS (an
+ * EPYC of the Zen 4 generation); blas.pyx routes products to it only there. */
+static inline int dyn_cpu_amd(void) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") != 0;
 #else
     return 0;
 #endif
@@ -181,15 +194,16 @@ DYN_SK_INLINE void dyn_sk_nn_block(int NR, int NJ, int k, const float* A, int ld
         }
 }
 
-#define DYN_SK_NN_CASES(NR)                                                                        \
+#define DYN_SK_NN_CASES_LDA(NR, LDA)                                                               \
     switch (nj) {                                                                                  \
-    case 6: dyn_sk_nn_block(NR, 6, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
-    case 5: dyn_sk_nn_block(NR, 5, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
-    case 4: dyn_sk_nn_block(NR, 4, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
-    case 3: dyn_sk_nn_block(NR, 3, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
-    case 2: dyn_sk_nn_block(NR, 2, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
-    default: dyn_sk_nn_block(NR, 1, k, a, lda, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break; \
+    case 6: dyn_sk_nn_block(NR, 6, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
+    case 5: dyn_sk_nn_block(NR, 5, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
+    case 4: dyn_sk_nn_block(NR, 4, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
+    case 3: dyn_sk_nn_block(NR, 3, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
+    case 2: dyn_sk_nn_block(NR, 2, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
+    default: dyn_sk_nn_block(NR, 1, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break; \
     }
+#define DYN_SK_NN_CASES(NR) DYN_SK_NN_CASES_LDA(NR, lda)
 
 DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const float* A, int lda,
                                      const float* B, long rb, long cb, float beta, float* C, int ldc,
@@ -247,6 +261,57 @@ DYN_CLONES_SK static void dyn_sgemm_nn(int m, int n, int k, float alpha, const f
 DYN_CLONES_SK static void dyn_sgemm_nt(int m, int n, int k, float alpha, const float* A, int lda,
                                        const float* B, int ldb, float beta, float* C, int ldc) {
     dyn_sgemm_nx(m, n, k, alpha, A, lda, B, ldb, 1, beta, C, ldc);
+}
+
+/* C = alpha A B^T + beta C for a C of thousands of rows and hundreds of columns
+ * over a short k: a softmax's weight gradient G H^T over one sentence (10,000 x
+ * 256 over 22 words). dyn_sgemm_nt keeps a 64-row panel of A in L1 and walks
+ * across C's columns before moving down, so C, too large for the caches, is
+ * reached through as many streams as it has columns at once. Here A's 64-row
+ * panels are first copied, one after another (k x 64 floats each), into a
+ * buffer of the calling thread, grown as needed; C is then swept six columns
+ * at a time from top to bottom (six sequential streams for the prefetchers)
+ * against the buffer, read in order. The rows past the last whole panel go
+ * through dyn_sgemm_nx. Returns -1 (nothing done) when the buffer cannot be
+ * had. */
+static int dyn_sk_nt_ahead = 1;   /* panels ahead that C's lines are fetched (0: none; blas._set_nt_tall_ahead) */
+static __thread float* dyn_sk_nt_buf = NULL;
+static __thread long dyn_sk_nt_cap = 0;
+
+DYN_CLONES_SK static int dyn_sgemm_nt_tall(int m, int n, int k, float alpha, const float* A, int lda,
+                                           const float* B, int ldb, float beta, float* C, int ldc) {
+    int np = m / 64, mt = np * 64;
+    long need = (long)np * k * 64;
+    if (need > dyn_sk_nt_cap) {
+        float* q = (float*)realloc(dyn_sk_nt_buf, sizeof(float) * (size_t)need + 64);
+        if (q == NULL) return -1;
+        dyn_sk_nt_buf = q;
+        dyn_sk_nt_cap = need;
+    }
+    float* P = dyn_sk_nt_buf;
+    int ahead = dyn_sk_nt_ahead;
+    for (int i = 0; i < np; i++)
+        for (int p = 0; p < k; p++)
+            memcpy(P + ((long)i * k + p) * 64, A + (long)i * 64 + (long)p * lda, 64 * sizeof(float));
+    for (int j = 0; j < n; j += 6) {
+        int nj = n - j < 6 ? n - j : 6;
+        const float* b = B + j;        /* B^T's entry (p, j + c) is B[j + c + p ldb]: rb = ldb, cb = 1 */
+        long rb = ldb, cb = 1;
+        const float* pf = 0;
+        int lo = 0, hi = 0;
+        for (int i = 0; i < np; i++) {
+            const float* a = P + (long)i * k * 64;
+            float* c = C + (long)i * 64 + (long)j * ldc;
+            if (ahead && i + ahead < np)   /* C's lines a few panels ahead */
+                for (int q = 0; q < nj; q++)
+                    for (int l = 0; l < 4; l++)
+                        __builtin_prefetch(c + 64L * ahead + (long)q * ldc + 16 * l, 1, 3);
+            DYN_SK_NN_CASES_LDA(4, 64)
+        }
+    }
+    if (mt < m)
+        dyn_sgemm_nx(m - mt, n, k, alpha, A + mt, lda, B, ldb, 1, beta, C + mt, ldc);
+    return 0;
 }
 
 /* C (m x n, ld ldc) = beta C + T^T for T n x m (ld ldt): the last step of a

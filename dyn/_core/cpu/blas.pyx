@@ -60,11 +60,15 @@ cdef extern from "_skinnygemm.h" nogil:
                       float beta, float* C, int ldc)
     void dyn_sgemm_nt(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
+    int dyn_sk_nt_ahead
+    int dyn_sgemm_nt_tall(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                          float beta, float* C, int ldc)
     void dyn_add_transposed(int m, int n, const float* T, int ldt, float beta, float* C, int ldc)
     void dyn_vadd_f32(long n, const float* x, float* y)
     void dyn_vadd_f64(long n, const double* x, double* y)
     double dyn_dot_f32d(long n, const float* x, const float* y)
     int dyn_wide_vectors()
+    int dyn_cpu_amd()
 
 cdef enum:
     SMALL = 64 * 64   # elements of a matrix below which our loops win
@@ -75,6 +79,8 @@ cdef bint _wide = dyn_wide_vectors()   # AVX-512: the register kernels pay (_ski
 # dyn's register kernels in use: where they pay (AVX-512); _set_skinny switches them for tests and
 # bench/gemm_shapes.py
 cdef bint _skinny_on = _wide
+# dyn_sgemm_nt_tall for A B^T into a C of 1,024 rows and more: where it was measured (AMD, AVX-512)
+cdef bint _nt_tall_on = _wide and dyn_cpu_amd()
 
 
 cdef bint skinny_on() noexcept nogil:
@@ -83,7 +89,8 @@ cdef bint skinny_on() noexcept nogil:
 
 cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
     """Which of _skinnygemm.h's kernels beats OpenBLAS on this float32 product
-    (1: A B, 2: A^T B, 3: A B^T, 4: A B^T computed transposed, 0: none), from
+    (1: A B, 2: A^T B, 3: A B^T, 4: A B^T computed transposed, 11: A B^T through A's
+    copied panels, 0: none), from
     bench/gemm_shapes.py's grid.
     OpenBLAS keeps products of up to 10^6 multiply-adds, where its small-matrix
     kernel (no packing) is as fast as ours or faster, and products whose small
@@ -95,6 +102,14 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
     if tb == b'T':     # A B^T, k small: a weight's gradient over a batch (an LSTM's 1024 x 256 at 4-16)
         if ta != b'N':
             return 0
+        # A's panels copied, C swept in six-column strips (dyn_sgemm_nt_tall): on an AMD EPYC
+        # (Zen 4), OpenBLAS's time over the loop's (medians of 11 alternating calls; C flushed from
+        # the caches where it has 2^21 entries or more) was 1.03-2.2 for a 10,000 x 256 C at k of
+        # 2-128 (1.19-1.33 at 16-32: a softmax's weight gradient over a sentence), 1.15-2.2 for
+        # 1,024 x 256 and 4,096 x 256 at 2-256, 1.03-1.48 for 1,024 x 128 at 2-256 but 0.77-0.89
+        # for 1,024 x 64 at 2-8, and below 1 for most C of 256 or 512 rows at k below 16
+        if _nt_tall_on and m >= 1024 and <long>m * n >= (1 << 17) and k <= 128 and (k >= 8 or n >= 256):
+            return 11
         if 4 <= k <= 16 and (1 << 18) <= <long>m * n <= (1 << 20):
             return 3
         # a 10k softmax's weight gradient over a minibatch of 1,000 tokens and more: OpenBLAS is
@@ -343,6 +358,8 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
         if which == 3:
             dyn_sgemm_nt(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
             return
+        if which == 11 and dyn_sgemm_nt_tall(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc) == 0:
+            return
         if which == 4 and _nt_transposed(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc):
             return
         sgemm(&ta, &tb, &m, &n, &k, &fa, <float*>A, &lda, <float*>B, &ldb, &fb, <float*>C, &ldc)
@@ -471,6 +488,16 @@ def _set_skinny(bint on):
     return old
 
 
+def _set_nt_tall(bint on):
+    """Route A B^T into a C of 1,024 rows and more to dyn_sgemm_nt_tall where the rule of _skinny
+    says so (on: the default on AMD processors with AVX-512), or as before it (off); returns the
+    previous setting."""
+    global _nt_tall_on
+    cdef bint old = _nt_tall_on
+    _nt_tall_on = on
+    return old
+
+
 def _set_narrow(bint on):
     """Without dyn's register kernels: the products _path gives _narrowgemm.h (on, the default)
     or the column loop and OpenBLAS as before it (off: for measurements); returns the previous
@@ -528,6 +555,15 @@ def _set_packed_kc(int kc):
     return old
 
 
+def _set_nt_tall_ahead(int panels):
+    """Measurement hook: how many 64-row panels ahead dyn_sgemm_nt_tall fetches C's lines (0:
+    none); returns the old distance."""
+    global dyn_sk_nt_ahead
+    cdef int old = dyn_sk_nt_ahead
+    dyn_sk_nt_ahead = panels if panels > 0 else 0
+    return old
+
+
 def _set_cols(int level):
     """Without dyn's register kernels: A B and A^T B of few columns as one matrix-vector product
     per column by _path's whole rule (2, the default), only those of 1-8 columns (1), or none
@@ -550,7 +586,7 @@ def _skinny_path(str op, int m, int n, int k, int lda=0):
     if lda <= 0:
         lda = m if op[0] == "N" else k
     return ("blas", "nn", "tn", "nt", "nt-transposed", "cols", "narrow", "panels",
-            "long", "packed", "narrow-nt")[_path_lda(_path(ord(op[0]), ord(op[1]), m, n, k), n, lda)]
+            "long", "packed", "narrow-nt", "nt-tall")[_path_lda(_path(ord(op[0]), ord(op[1]), m, n, k), n, lda)]
 
 
 def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double beta, cnp.ndarray y,
@@ -602,7 +638,8 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
     'TN' or 'NT') through one path: 'blas' (OpenBLAS), 'nn', 'tn' or 'nt'
     (_skinnygemm.h, for its op), 'cols' (a matrix-vector product per column,
     NN and TN), 'narrow' (_narrowgemm.h, NN and TN), 'panels' (_narrowgemm.h, NN),
-    'long' or 'packed' (_narrowgemm.h, TN), 'narrow-nt' (_narrowgemm.h, NT) or 'auto' (gemm's
+    'long' or 'packed' (_narrowgemm.h, TN), 'narrow-nt' (_narrowgemm.h, NT), 'nt-tall'
+    (_skinnygemm.h, NT) or 'auto' (gemm's
     dispatch); repeated reps
     times, returns the seconds per call (timed in C). dims = (m, n, k)
     multiplies the leading blocks of the arrays, whose first dimensions are then
@@ -626,14 +663,15 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             and acols <= A.shape[1] and brows <= B.shape[0] and bcols <= B.shape[1]):
         raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {op} of arrays "
                          f"{(<object>A).shape}, {(<object>B).shape}, {(<object>C).shape}")
-    if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow", "panels", "long", "packed", "narrow-nt"):
+    if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow", "panels", "long", "packed", "narrow-nt",
+                    "nt-tall"):
         raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt, cols, narrow, panels, long, "
-                         f"packed or narrow-nt")
+                         f"packed, narrow-nt or nt-tall")
     kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3, "cols": 5, "narrow": 6, "panels": 7,
-            "long": 8, "packed": 9, "narrow-nt": 10}[path]
+            "long": 8, "packed": 9, "narrow-nt": 10, "nt-tall": 11}[path]
     if 0 < kind < 5 and path.upper() != op:
         raise ValueError(f"_gemm: path {path} is for op {path.upper()}, not {op}")
-    if kind == 10 and op != "NT":
+    if kind in (10, 11) and op != "NT":
         raise ValueError(f"_gemm: path {path} is for NT, not {op}")
     if 5 <= kind < 10 and op == "NT":
         raise ValueError(f"_gemm: path {path} is for NN and TN")
@@ -667,6 +705,9 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             if dyn_sgemm_tn_packed(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc,
                                    _packed_kc) != 0:
                 raise MemoryError("_gemm: the packed loop's buffer")
+        elif kind == 11:
+            if dyn_sgemm_nt_tall(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc) != 0:
+                raise MemoryError("_gemm: the tall A B^T's buffer")
         else:
             dyn_sgemm_nt(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
     clock_gettime(CLOCK_MONOTONIC, &t1)
