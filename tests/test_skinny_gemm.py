@@ -21,11 +21,12 @@ from dyn._core.cpu import blas
 @pytest.fixture
 def kernels_on():
     """dyn's register kernels on (their default only with AVX-512), for the tests of the rule;
-    the tall A B^T loop off (its default only on AMD processors with AVX-512: its own test)."""
+    the rules measured on AMD off (their default only on AMD processors with AVX-512: their own
+    test)."""
     old = blas._set_skinny(True)
-    old_tall = blas._set_nt_tall(False)
+    old_tall = blas._set_amd_rules(False)
     yield
-    blas._set_nt_tall(old_tall)
+    blas._set_amd_rules(old_tall)
     blas._set_skinny(old)
 
 # (m, k, n) of C (m x n) = op(A) op(B), op(A) m x k
@@ -320,11 +321,13 @@ def test_tall_products_with_a_transposed_b(alpha, beta):
         blas._gemm("nt-tall", "TN", A, B, 1.0, 0.0, C)
 
 
-def test_tall_products_with_a_transposed_b_dispatch(kernels_on):
-    """With the loop switched on (the default on AMD processors with AVX-512), gemm sends A B^T
-    into a C of 1,024 rows and more and 2^17 entries and more, along a k of 8-128 (of 1-128 with
-    256 columns and more), to it, bit for bit its values; the rest keeps its path."""
-    blas._set_nt_tall(True)
+def test_rules_measured_on_amd(kernels_on):
+    """With the rules measured on AMD switched on (their default on AMD processors with AVX-512),
+    gemm sends A B^T into a C of 1,024 rows and more and 2^17 entries and more, along a k of 8-128
+    (of 1-128 with 256 columns and more), to the tall loop, and A^T B of an A of 2^20 elements and
+    more up to 48 columns (24 elsewhere) to dyn's kernel, bit for bit their values; the rest
+    keeps its path."""
+    blas._set_amd_rules(True)
     for (m, n, k), expect in [((10000, 256, 22), "nt-tall"), ((1024, 256, 4), "nt-tall"),
                               ((1024, 128, 8), "nt-tall"), ((4096, 64, 128), "nt-tall"),
                               ((1024, 128, 4), "blas"), ((1024, 64, 8), "blas"),
@@ -332,9 +335,14 @@ def test_tall_products_with_a_transposed_b_dispatch(kernels_on):
                               ((640, 256, 4), "blas"), ((10000, 256, 1030), "nt-transposed")]:
         assert blas._skinny_path("NT", m, n, k) == expect, (m, n, k)
     _auto_takes("nt-tall", "NT", 1100, 256, 22, pad=3, seed=12)
-    blas._set_nt_tall(False)
+    # and A^T B of a large A up to 48 columns through dyn's kernel
+    assert blas._skinny_path("TN", 256, 48, 10000) == "tn"
+    assert blas._skinny_path("TN", 256, 49, 10000) == "blas"
+    _auto_takes("tn", "TN", 256, 40, 4200, pad=1, seed=13)
+    blas._set_amd_rules(False)
     assert blas._skinny_path("NT", 1024, 256, 8) == "nt"
     assert blas._skinny_path("NT", 10000, 256, 22) == "blas"
+    assert blas._skinny_path("TN", 256, 32, 10000) == "blas"
 
 
 @pytest.mark.parametrize("kc", [2048, 64, 0])

@@ -79,8 +79,9 @@ cdef bint _wide = dyn_wide_vectors()   # AVX-512: the register kernels pay (_ski
 # dyn's register kernels in use: where they pay (AVX-512); _set_skinny switches them for tests and
 # bench/gemm_shapes.py
 cdef bint _skinny_on = _wide
-# dyn_sgemm_nt_tall for A B^T into a C of 1,024 rows and more: where it was measured (AMD, AVX-512)
-cdef bint _nt_tall_on = _wide and dyn_cpu_amd()
+# the rules of _skinny measured on an AMD EPYC with AVX-512 (Zen 4), on such processors only:
+# dyn_sgemm_nt_tall for A B^T into a C of 1,024 rows and more, dyn_sgemm_tn up to 48 columns
+cdef bint _amd_on = _wide and dyn_cpu_amd()
 
 
 cdef bint skinny_on() noexcept nogil:
@@ -108,7 +109,7 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
         # 2-128 (1.19-1.33 at 16-32: a softmax's weight gradient over a sentence), 1.15-2.2 for
         # 1,024 x 256 and 4,096 x 256 at 2-256, 1.03-1.48 for 1,024 x 128 at 2-256 but 0.77-0.89
         # for 1,024 x 64 at 2-8, and below 1 for most C of 256 or 512 rows at k below 16
-        if _nt_tall_on and m >= 1024 and <long>m * n >= (1 << 17) and k <= 128 and (k >= 8 or n >= 256):
+        if _amd_on and m >= 1024 and <long>m * n >= (1 << 17) and k <= 128 and (k >= 8 or n >= 256):
             return 11
         if 4 <= k <= 16 and (1 << 18) <= <long>m * n <= (1 << 20):
             return 3
@@ -127,7 +128,9 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
         return 1 if n <= 64 and size >= (1 << 18) else 0
     if n <= 16:
         return 2 if mnk > 1000000 and m >= 128 and size >= (1 << 16) else 0
-    return 2 if n <= 24 and size >= (1 << 20) else 0
+    # on the EPYC (Zen 4), A^T B with A 10,000 x 256 ran 1.21x OpenBLAS's speed at 32 columns and
+    # 1.05x at 48 (bench/gemm_shapes.py --ops TN)
+    return 2 if n <= (48 if _amd_on else 24) and size >= (1 << 20) else 0
 
 
 cdef enum:
@@ -488,13 +491,13 @@ def _set_skinny(bint on):
     return old
 
 
-def _set_nt_tall(bint on):
-    """Route A B^T into a C of 1,024 rows and more to dyn_sgemm_nt_tall where the rule of _skinny
-    says so (on: the default on AMD processors with AVX-512), or as before it (off); returns the
-    previous setting."""
-    global _nt_tall_on
-    cdef bint old = _nt_tall_on
-    _nt_tall_on = on
+def _set_amd_rules(bint on):
+    """The rules of _skinny measured on an AMD EPYC with AVX-512 (A B^T into a C of 1,024 rows and
+    more through dyn_sgemm_nt_tall, A^T B of a large A up to 48 columns through dyn_sgemm_tn) on
+    (the default on AMD processors with AVX-512) or off; returns the previous setting."""
+    global _amd_on
+    cdef bint old = _amd_on
+    _amd_on = on
     return old
 
 
