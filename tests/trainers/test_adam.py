@@ -1,6 +1,7 @@
 """AdamTrainer against a numpy reference of its equations."""
 
 import numpy as np
+import pytest
 
 import dyn as dy
 
@@ -130,3 +131,49 @@ def test_optimizer_flushes_denormal_moments_and_restores_fp_mode():
     np.testing.assert_array_equal(E.as_array()[[0, 2, 3]], w_before[[0, 2, 3]])
     # numpy arithmetic after the step still produces denormals (mode restored)
     assert np.float32(tiny) / np.float32(4) != 0
+
+
+@pytest.mark.parametrize("decay", [0.0, 1e-3])
+def test_dense_step_of_still_rows_is_bitwise_the_full_step(decay):
+    """Untouched elements whose first moment is zero (rows never used, or idle until it was
+    flushed) skip the square root and the division of the dense step in stretches of 64
+    (dyn/_core/cpu/_fastopt.h): weights and both moments equal the full step's bit for bit, with
+    DyNet's weight decay too, a tail past the last stretch, and a non-finite weight among them
+    (the full step makes its moments NaN)."""
+    from dyn._core.cpu import optim
+    out = []
+    for still in (True, False):
+        old = optim._set_adam_still(still)
+        try:
+            rng = np.random.RandomState(5)
+            m = dy.ParameterCollection()
+            m.set_weight_decay(decay)
+            e0 = rng.randn(301, 16)
+            e0[200, 3] = np.inf
+            E = m.add_lookup_parameters((301, 16), init=e0)
+            t = dy.AdamTrainer(m, alpha=0.01)
+            t.set_clip_threshold(-1)
+            t.set_sparse_updates(False)
+            for step in range(6):
+                rows = [int(r) for r in rng.choice(40, 3, replace=False)]   # rows 40-300 stay still
+                dy.renew_cg()
+                dy.sum_elems(dy.esum([E[r] for r in rows])).backward()
+                t.update()
+                if step == 2:   # rows 40-99 as if used long ago: v > 0, m flushed to zero
+                    state = t.state_dict()
+                    v = state["/_0#v"].reshape(301, 16)
+                    v[40:100] = rng.uniform(0.01, 1.0, (60, 16))
+                    t.load_state_dict(state)
+            out.append((E.as_array().copy(), {k: np.array(v).copy() for k, v in t.state_dict().items()
+                                              if isinstance(v, np.ndarray)}))
+        finally:
+            optim._set_adam_still(old)
+    (e_on, s_on), (e_off, s_off) = out
+    np.testing.assert_array_equal(e_on, e_off)
+    assert set(s_on) == set(s_off) and len(s_on) >= 2
+    for k in s_off:
+        np.testing.assert_array_equal(s_on[k], s_off[k])
+    mom = s_on["/_0#m"].reshape(301, 16)
+    assert (mom[40:200] == 0).all() and np.isnan(mom[200, 3]) and (mom[:40] != 0).any()
+    assert (s_on["/_0#v"].reshape(301, 16)[40:100] > 0).all()
+    assert (e_on[50] != e0[50].astype(np.float32)).any() == (decay > 0)

@@ -73,10 +73,44 @@ DYN_CLONES_OPT static void dyn_adam_f32(float* restrict w, float* restrict g, fl
  * lookup table that no lookup touched, in a dense step): gi = l2 w, and the
  * gradient buffer is neither read nor cleared. Six streams instead of eight;
  * the results are bitwise those of dyn_adam_f32 with g = 0. */
+static int dyn_adam_still = 1;   /* the shortcut below on (the hook optim._set_adam_still) */
+
+/* Whether any of x[0..n), m[0..n), v[0..n) makes a step move: m nonzero, w or v not finite. */
+static DYN_ALWAYS_INLINE int dyn_adam_moving(const float* restrict w, const float* restrict m,
+                                             const float* restrict v, long n) {
+    int moving = 0;
+    for (long j = 0; j < n; j++)
+        moving |= (m[j] != 0.0f) | !(w[j] - w[j] == 0.0f) | !(v[j] - v[j] == 0.0f);
+    return moving;
+}
+
 DYN_CLONES_OPT static void dyn_adam_f32_nograd(float* restrict w, float* restrict m,
                                                float* restrict v, long n, float l2, float c1,
                                                float c2, float alpha, float eps, float d) {
-    for (long i = 0; i < n; i++)
+    /* Without weight decay (l2 = 0) an element whose first moment is zero (a row never used yet,
+     * or idle long enough for it to be flushed: see dyn_ftz_begin) keeps it at zero, and its
+     * weight moves by alpha 0 / (sqrt(v) + eps) = 0: only v decays (and w by d). Stretches of 64
+     * such elements, with finite w and v, skip the square root and the division that bound this
+     * loop while the table is in cache, and write neither m nor (d = 1) w; the results are
+     * bitwise the full step's (v's update is the same expression with a zero gradient). */
+    const long S = 64;
+    long i = 0;
+    if (l2 == 0.0f && dyn_adam_still) {
+        for (; i + S <= n; i += S) {
+            float* restrict wi = w + i;
+            float* restrict mi = m + i;
+            float* restrict vi = v + i;
+            if (dyn_adam_moving(wi, mi, vi, S)) {
+                for (long j = 0; j < S; j++)
+                    wi[j] = dyn_adam_elem_f32(l2 * wi[j], wi[j], mi + j, vi + j, c1, c2, alpha, eps, d);
+                continue;
+            }
+            for (long j = 0; j < S; j++) vi[j] = vi[j] + c2 * (0.0f * 0.0f - vi[j]);
+            if (d != 1.0f)
+                for (long j = 0; j < S; j++) wi[j] = (wi[j] - 0.0f) * d;
+        }
+    }
+    for (; i < n; i++)
         w[i] = dyn_adam_elem_f32(l2 * w[i], w[i], m + i, v + i, c1, c2, alpha, eps, d);
 }
 

@@ -27,12 +27,23 @@ cdef extern from "_fastopt.h" nogil:
     void dyn_ftz_end(unsigned old)
     void dyn_adam_f32_nograd(float* w, float* m, float* v, long n, float l2, float c1, float c2,
                              float alpha, float eps, float d)
+    int dyn_adam_still
     void dyn_adam_catchup_range_f32(const float* v, const float* m, int n, double thrA, double thrB,
                                     double* minA, double* maxB)
     int dyn_adam_catchup_a_f32(const float* v, const float* m, int n, const double* S, int nS, double eps,
                                double thrA, double* acc)
     void dyn_adam_catchup_apply_f32(float* w, float* m, float* v, int n, const double* acc, double D,
                                     double P1, double P2)
+
+def _set_adam_still(bint on):
+    """Measurement and test hook: the dense float32 Adam step's shortcut for untouched lookup
+    elements whose first moment is zero (_fastopt.h, dyn_adam_f32_nograd) on (the default) or
+    off; returns the previous setting."""
+    global dyn_adam_still
+    cdef bint old = dyn_adam_still
+    dyn_adam_still = 1 if on else 0
+    return old
+
 
 cdef enum:
     SMORMS3_EXACT = 512  # SMORMS3 idle steps replayed exactly
