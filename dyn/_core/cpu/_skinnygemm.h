@@ -302,7 +302,7 @@ DYN_CLONES_SK static int dyn_sgemm_nt_tall(int m, int n, int k, float alpha, con
         for (int i = 0; i < np; i++) {
             const float* a = P + (long)i * k * 64;
             float* c = C + (long)i * 64 + (long)j * ldc;
-            if (ahead && i + ahead < np)   /* C's lines a few panels ahead */
+            if (ahead && i + ahead < np)   /* C's lines for the panel `ahead` panels on */
                 for (int q = 0; q < nj; q++)
                     for (int l = 0; l < 4; l++)
                         __builtin_prefetch(c + 64L * ahead + (long)q * ldc + 16 * l, 1, 3);

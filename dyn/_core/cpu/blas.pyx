@@ -106,8 +106,8 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
         # A's panels copied, C swept in six-column strips (dyn_sgemm_nt_tall): on an AMD EPYC
         # (Zen 4), OpenBLAS's time over the loop's (medians of 11 alternating calls; C flushed from
         # the caches where it has 2^21 entries or more) was 1.03-2.2 for a 10,000 x 256 C at k of
-        # 2-128 (1.19-1.33 at 16-32: a softmax's weight gradient over a sentence), 1.15-2.2 for
-        # 1,024 x 256 and 4,096 x 256 at 2-256, 1.03-1.48 for 1,024 x 128 at 2-256 but 0.77-0.89
+        # 2-128 (1.19-1.33 at 16-32: a softmax's weight gradient over a sentence), 1.10-2.15 for
+        # 1,024 x 256 and 4,096 x 256 at 2-256, 1.03-2.05 for 1,024 x 128 at 2-256 but 0.77-0.89
         # for 1,024 x 64 at 2-8, and below 1 for most C of 256 or 512 rows at k below 16
         if _amd_on and m >= 1024 and <long>m * n >= (1 << 17) and k <= 128 and (k >= 8 or n >= 256):
             return 11
