@@ -69,13 +69,9 @@ DYN_CLONES_OPT static void dyn_adam_f32(float* restrict w, float* restrict g, fl
     }
 }
 
-/* The same step on elements whose gradient is known to be zero (the rows of a
- * lookup table that no lookup touched, in a dense step): gi = l2 w, and the
- * gradient buffer is neither read nor cleared. Six streams instead of eight;
- * the results are bitwise those of dyn_adam_f32 with g = 0. */
-static int dyn_adam_still = 1;   /* the shortcut below on (the hook optim._set_adam_still) */
+static int dyn_adam_still = 1;   /* dyn_adam_f32_nograd's shortcut on (the hook optim._set_adam_still) */
 
-/* Whether any of x[0..n), m[0..n), v[0..n) makes a step move: m nonzero, w or v not finite. */
+/* Whether any element of w[0..n), m[0..n), v[0..n) makes a step move: m nonzero, w or v not finite. */
 static DYN_ALWAYS_INLINE int dyn_adam_moving(const float* restrict w, const float* restrict m,
                                              const float* restrict v, long n) {
     int moving = 0;
@@ -84,15 +80,20 @@ static DYN_ALWAYS_INLINE int dyn_adam_moving(const float* restrict w, const floa
     return moving;
 }
 
+/* The same step on elements whose gradient is known to be zero (the rows of a
+ * lookup table that no lookup touched, in a dense step): gi = l2 w, and the
+ * gradient buffer is neither read nor cleared. Six streams instead of eight;
+ * the results are bitwise those of dyn_adam_f32 with g = 0. */
 DYN_CLONES_OPT static void dyn_adam_f32_nograd(float* restrict w, float* restrict m,
                                                float* restrict v, long n, float l2, float c1,
                                                float c2, float alpha, float eps, float d) {
-    /* Without weight decay (l2 = 0) an element whose first moment is zero (a row never used yet,
-     * or idle long enough for it to be flushed: see dyn_ftz_begin) keeps it at zero, and its
-     * weight moves by alpha 0 / (sqrt(v) + eps) = 0: only v decays (and w by d). Stretches of 64
-     * such elements, with finite w and v, skip the square root and the division that bound this
-     * loop while the table is in cache, and write neither m nor (d = 1) w; the results are
-     * bitwise the full step's (v's update is the same expression with a zero gradient). */
+    /* Without L2 regularisation (l2 = 0) an element whose first moment is zero (a row never
+     * used yet, or idle long enough for it to be flushed: see dyn_ftz_begin) keeps it at zero,
+     * and its weight moves by alpha 0 / (sqrt(v) + eps) = 0: only v decays (and w by DyNet's
+     * weight decay d). Stretches of 64 such elements, with finite w and v, skip the square root
+     * and the division that bound this loop while the table is in cache, and write neither m
+     * nor (d = 1) w; the results are bitwise the full step's (v's update is the same expression
+     * with a zero gradient). */
     const long S = 64;
     long i = 0;
     if (l2 == 0.0f && dyn_adam_still) {
