@@ -11,6 +11,7 @@ Tree-LSTM's 640 x 256 gate matrix over a tree level, weight gradients from a bat
 columns, and smaller per-example layers.
 
     python bench/gemm_shapes.py [--time S] [--quick] [--ops NN,TN,NT] [--cols | --narrow | --large]
+    python bench/gemm_shapes.py --prefetch [--quick]
 """
 
 import argparse
@@ -86,6 +87,42 @@ def compare(op, m, n, k, budget, rng, own=None):
     return b, d, err
 
 
+PREFETCH_COLS = (2, 4, 8, 12, 16, 22, 32, 48, 64)
+
+
+def prefetch_grid(quick):
+    """dyn_sgemm_nn with A's row panels fetched one ahead against two ahead (blas._set_nn_far 0
+    and 2), alternating, 15 calls each (5 with --quick), median: a 10,000 x 256 A flushed from the
+    caches before each call (a softmax's weights, as a training step finds them after the
+    optimizer's pass) and a 1,024 x 256 A in them (an LSTM's gates). ``ratio`` is one-ahead's
+    time over two-ahead's (above 1: two ahead is faster)."""
+    rng = np.random.default_rng(0)
+    flush = np.ones(64 << 20 >> 2, np.float32)
+    sink = np.empty_like(flush)
+    calls = 5 if quick else 15
+    old = blas._set_nn_far(0)
+    try:
+        print(f"{'A':>11} {'cache':>6} {'n':>4}  {'one ahead GF/s':>14} {'two ahead GF/s':>14} {'ratio':>6}")
+        for m, k, cold in ((10000, 256, True), (1024, 256, False)):
+            A = np.asfortranarray(rng.standard_normal((m, k), dtype=np.float32))
+            for n in PREFETCH_COLS[::3] if quick else PREFETCH_COLS:
+                B = np.asfortranarray(rng.standard_normal((k, n), dtype=np.float32))
+                C = np.asfortranarray(np.zeros((m, n), np.float32))
+                t = {0: [], 2: []}
+                for r in range(calls):
+                    for mode in (0, 2) if r % 2 == 0 else (2, 0):
+                        blas._set_nn_far(mode)
+                        if cold:
+                            np.copyto(sink, flush)
+                        t[mode].append(blas._gemm("nn", "NN", A, B, 1.0, 1.0, C, 1 if cold else 5))
+                one, two = (sorted(t[mode])[calls // 2] for mode in (0, 2))
+                flops = 2.0 * m * n * k
+                print(f"{m:5d} x {k:3d} {'cold' if cold else 'warm':>6} {n:4d}  {flops / one / 1e9:14.1f} "
+                      f"{flops / two / 1e9:14.1f} {one / two:6.3f}", flush=True)
+    finally:
+        blas._set_nn_far(old)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--time", type=float, default=0.05, help="seconds per path per round and shape")
@@ -102,9 +139,18 @@ def main(argv=None):
                    "AVX-512): its panels for A B, its packed loop (5-32 columns) and long dot products for "
                    "A^T B, on the shapes "
                    "with an A of 2^18 elements or more and up to 48 columns")
+    p.add_argument("--prefetch", action="store_true",
+                   help="dyn's A B kernel with A's row panels fetched one ahead against two ahead "
+                   "(what AMD processors take at 8 columns and more), on a softmax's 10,000 x 256 A "
+                   "flushed from the caches and an LSTM's 1,024 x 256 in them, 2-64 columns")
     args = p.parse_args(argv)
-    if args.cols + args.narrow + args.large > 1:
-        p.error("one of --cols, --narrow and --large")
+    if args.cols + args.narrow + args.large + args.prefetch > 1:
+        p.error("one of --cols, --narrow, --large and --prefetch")
+    if args.prefetch:
+        if not blas.wide_kernels():
+            p.error("--prefetch: dyn's A B kernel needs AVX-512, which this machine lacks")
+        prefetch_grid(args.quick)
+        return
     rng = np.random.default_rng(0)
     shapes = QUICK if args.quick else SHAPES
     if args.narrow and not args.quick:

@@ -345,6 +345,28 @@ def test_rules_measured_on_amd(kernels_on):
     assert blas._skinny_path("TN", 256, 32, 10000) == "blas"
 
 
+@pytest.mark.parametrize("mode", [1, 2])
+def test_panels_fetched_two_ahead(kernels_on, mode):
+    """dyn's A B kernel fetching A's 64-row panels two ahead instead of one (at 8 columns and more
+    on AMD processors with AVX-512; mode 2: at every width): OpenBLAS's values with no whole
+    panel, one, two, three and more (the fetch stops two panels before the end), rows past them,
+    1-22 columns; the AMD rules' switch turns it on and off."""
+    old = blas._set_nn_far(mode)
+    try:
+        shapes = [(m, k, n) for m in (63, 64, 128, 130, 192, 200, 1030) for n in (2, 7, 8, 22)
+                  for k in (1, 40)]
+        for alpha, beta in ((1.0, 0.0), (-0.5, 2.0)):
+            _matches_openblas("nn", "NN", shapes, alpha, beta, seed=70)
+    finally:
+        blas._set_nn_far(old)
+    blas._set_amd_rules(True)
+    assert blas._set_nn_far(0) == 1
+    blas._set_amd_rules(False)
+    assert blas._set_nn_far(0) == 0
+    with pytest.raises(ValueError, match="mode 3"):
+        blas._set_nn_far(3)
+
+
 @pytest.mark.parametrize("kc", [2048, 64, 0])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
 def test_packed_transposed_products(kc, alpha, beta):

@@ -205,20 +205,22 @@ DYN_SK_INLINE void dyn_sk_nn_block(int NR, int NJ, int k, const float* A, int ld
     }
 #define DYN_SK_NN_CASES(NR) DYN_SK_NN_CASES_LDA(NR, lda)
 
+/* The row panels of A are fetched `ahead` panels ahead (1 or 2): the lines of the panel that
+ * many on are shared out among the column blocks of the current one. */
 DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const float* A, int lda,
                                      const float* B, long rb, long cb, float beta, float* C, int ldc,
-                                     int* start) {
-    int nb = dyn_sk_split(n, 6, start);   /* the next panel's 4 lines are shared out among the blocks */
+                                     int* start, int ahead) {
+    int nb = dyn_sk_split(n, 6, start);   /* the fetched panel's 4 lines are shared out among the blocks */
     int i = 0;
     for (; i + 64 <= m; i += 64) {
         const float* a = A + i;
-        int next = i + 64 + 64 <= m;
+        int next = i + 64 * ahead + 64 <= m;
         for (int q = 0; q < nb; q++) {
             int j = start[q], nj = start[q + 1] - j;
             const float* b = B + j * cb;
             float* c = C + i + (long)j * ldc;
             int lo = q * 4 / nb, hi = (q + 1) * 4 / nb;
-            const float* pf = next && hi > lo ? a + 64 : 0;
+            const float* pf = next && hi > lo ? a + 64 * ahead : 0;
             DYN_SK_NN_CASES(4)
         }
     }
@@ -242,25 +244,34 @@ DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const flo
 }
 
 DYN_SK_INLINE void dyn_sgemm_nx(int m, int n, int k, float alpha, const float* A, int lda,
-                                const float* B, long rb, long cb, float beta, float* C, int ldc) {
+                                const float* B, long rb, long cb, float beta, float* C, int ldc,
+                                int ahead) {
     int start[64];
     for (int j0 = 0; j0 < n; j0 += 60) {   /* columns in groups of 60, blocks of at most 6 */
         int ng = n - j0 < 60 ? n - j0 : 60;
         dyn_sgemm_nn_cols(m, ng, k, alpha, A, lda, B + j0 * cb, rb, cb, beta, C + (long)j0 * ldc, ldc,
-                          start);
+                          start, ahead);
     }
 }
 
+/* Whether dyn_sgemm_nn fetches A's row panels two ahead instead of one: 0 never, 1 at 8 columns
+ * and more (blas.pyx sets it on AMD processors), 2 always (measurements). On an EPYC of the Zen 4 generation, with a 10,000 x 256
+ * A flushed from the caches (a softmax's weights, as a training step finds them), two ahead
+ * ran 1.03-1.12x as fast at 8-64 columns (1.09-1.11x at 22, a sentence's words) and 0.92-0.95x
+ * at 2; with a 1,024 x 256 A in the caches, level at 8 columns and more (bench/gemm_shapes.py
+ * --prefetch). */
+static int dyn_sk_nn_far = 0;
+
 DYN_CLONES_SK static void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda,
                                        const float* B, int ldb, float beta, float* C, int ldc) {
-    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, 1, ldb, beta, C, ldc);
+    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, 1, ldb, beta, C, ldc, dyn_sk_nn_far == 2 || (dyn_sk_nn_far && n >= 8) ? 2 : 1);
 }
 
 /* C = alpha A B^T + beta C, A m x k, B n x k: a weight's gradient from a batch
  * of k columns (k small), C large */
 DYN_CLONES_SK static void dyn_sgemm_nt(int m, int n, int k, float alpha, const float* A, int lda,
                                        const float* B, int ldb, float beta, float* C, int ldc) {
-    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, ldb, 1, beta, C, ldc);
+    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, ldb, 1, beta, C, ldc, 1);
 }
 
 /* C = alpha A B^T + beta C for a C of thousands of rows and hundreds of columns
@@ -310,7 +321,7 @@ DYN_CLONES_SK static int dyn_sgemm_nt_tall(int m, int n, int k, float alpha, con
         }
     }
     if (mt < m)
-        dyn_sgemm_nx(m - mt, n, k, alpha, A + mt, lda, B, ldb, 1, beta, C + mt, ldc);
+        dyn_sgemm_nx(m - mt, n, k, alpha, A + mt, lda, B, ldb, 1, beta, C + mt, ldc, 1);
     return 0;
 }
 

@@ -61,6 +61,7 @@ cdef extern from "_skinnygemm.h" nogil:
     void dyn_sgemm_nt(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
     int dyn_sk_nt_ahead
+    int dyn_sk_nn_far
     int dyn_sgemm_nt_tall(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                           float beta, float* C, int ldc)
     void dyn_add_transposed(int m, int n, const float* T, int ldt, float beta, float* C, int ldc)
@@ -82,6 +83,7 @@ cdef bint _skinny_on = _wide
 # the rules of _skinny measured on an AMD EPYC with AVX-512 (Zen 4), on such processors only:
 # dyn_sgemm_nt_tall for A B^T into a C of 1,024 rows and more, dyn_sgemm_tn up to 48 columns
 cdef bint _amd_on = _wide and dyn_cpu_amd()
+dyn_sk_nn_far = 1 if _amd_on else 0    # dyn_sgemm_nn's panels fetched two ahead (measured there)
 
 
 cdef bint skinny_on() noexcept nogil:
@@ -493,11 +495,25 @@ def _set_skinny(bint on):
 
 def _set_amd_rules(bint on):
     """The rules of _skinny measured on an AMD EPYC with AVX-512 (A B^T into a C of 1,024 rows and
-    more through dyn_sgemm_nt_tall, A^T B of a large A up to 48 columns through dyn_sgemm_tn) on
-    (the default on AMD processors with AVX-512) or off; returns the previous setting."""
-    global _amd_on
+    more through dyn_sgemm_nt_tall, A^T B of a large A up to 48 columns through dyn_sgemm_tn, A's
+    panels fetched two ahead in dyn_sgemm_nn at 8 columns and more) on (the default on AMD
+    processors with AVX-512) or off; returns the previous setting."""
+    global _amd_on, dyn_sk_nn_far
     cdef bint old = _amd_on
     _amd_on = on
+    dyn_sk_nn_far = 1 if on else 0
+    return old
+
+
+def _set_nn_far(int mode):
+    """Measurement hook: how far ahead dyn_sgemm_nn fetches A's row panels: 0 one panel, 1 two at
+    8 columns and more (the default on AMD processors with AVX-512), 2 two always; returns the
+    previous mode."""
+    global dyn_sk_nn_far
+    if mode not in (0, 1, 2):
+        raise ValueError(f"_set_nn_far: mode {mode} is not 0, 1 or 2")
+    cdef int old = dyn_sk_nn_far
+    dyn_sk_nn_far = mode
     return old
 
 
