@@ -367,6 +367,49 @@ def test_panels_fetched_two_ahead(kernels_on, mode):
         blas._set_nn_far(3)
 
 
+@pytest.mark.parametrize("m,k,cols,batch", [(1030, 260, 5, 1), (1030, 260, 1, 6), (300, 1000, 3, 2),
+                                             (1100, 256, 22, 1)])
+def test_affine_bias_added_in_the_product(kernels_on, m, k, cols, batch):
+    """An affine transform b + W x whose product takes dyn's A B kernel adds its bias there
+    (one pass, no copy of b into every column first): the same values bit for bit as copying
+    the bias and then the product with beta = 1, those of float64 numpy to float32 rounding, a
+    W x of several columns and a batch of single columns, rows past the 64- and 16-row blocks;
+    the gradients are unchanged."""
+    import dyn as dy
+
+    assert blas._skinny_path("NN", m, cols * batch, k) == "nn"
+    rng = np.random.default_rng(m + cols)
+    W0 = rng.standard_normal((m, k)).astype(np.float32)
+    b0 = rng.standard_normal(m).astype(np.float32)
+    x0 = rng.standard_normal((k, cols, batch) if cols > 1 else (k, batch)).astype(np.float32)
+
+    def run(fused):
+        old = blas._set_bias_fused(fused)
+        try:
+            dy.renew_cg(autobatching=False)
+            W, b = dy.inputTensor(W0), dy.inputTensor(b0)
+            x = dy.inputTensor(x0, batched=True)
+            y = dy.affine_transform([b, W, x])
+            taken = blas._bias_products()
+            v = y.npvalue()
+            taken = blas._bias_products() - taken
+            dy.sum_batches(dy.sum_elems(dy.cmult(y, y))).backward()
+            return v, W.gradient(), b.gradient(), taken
+        finally:
+            blas._set_bias_fused(old)
+
+    (v1, gW1, gb1, n1), (v0, gW0, gb0, n0) = run(True), run(False)
+    assert (n1, n0) == (1, 0)
+    np.testing.assert_array_equal(v1, v0)
+    np.testing.assert_array_equal(gW1, gW0)
+    np.testing.assert_array_equal(gb1, gb0)
+    # the columns of W x in order: each batch element's, one element after the other
+    X = np.concatenate([x0[..., i].reshape(k, -1) for i in range(batch)], axis=1).astype(np.float64)
+    want = W0.astype(np.float64) @ X + b0.astype(np.float64)[:, None]
+    got = np.concatenate([v1[..., i].reshape(m, -1) for i in range(batch)], axis=1) if batch > 1 else v1
+    np.testing.assert_allclose(got.reshape(m, -1), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
 @pytest.mark.parametrize("kc", [2048, 64, 0])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
 def test_packed_transposed_products(kc, alpha, beta):

@@ -167,10 +167,12 @@ DYN_CLONES_SK static void dyn_sgemm_tn(int m, int n, int k, float alpha, const f
  * B, rb = ldb, cb = 1 for B^T (a broadcast reads one float either way). The
  * lines of the next row block's panel, pf (lines lo..hi of its NR, 0 for
  * none), are fetched ahead: A's columns lie lda apart, too far apart for the
- * hardware's stream prefetchers. */
+ * hardware's stream prefetchers. With a bias (its entries for these rows; 0:
+ * none), C = alpha A B + bias, the bias added to every column as C's entry
+ * would be with beta = 1: the sum is rounded the same way. */
 DYN_SK_INLINE void dyn_sk_nn_block(int NR, int NJ, int k, const float* A, int lda, const float* B,
                                    long rb, long cb, float* C, int ldc, float alpha, float beta,
-                                   const float* pf, int lo, int hi) {
+                                   const float* bias, const float* pf, int lo, int hi) {
     dyn_v16 acc[4][6];
     for (int a = 0; a < NR; a++)
         for (int b = 0; b < NJ; b++) acc[a][b] = (dyn_v16){0};
@@ -190,26 +192,28 @@ DYN_SK_INLINE void dyn_sk_nn_block(int NR, int NJ, int k, const float* A, int ld
             float* c = C + 16 * a + (long)b * ldc;
             dyn_v16 r = acc[a][b] * alpha;
             if (beta != 0) r += dyn_sk_ld(c) * beta;
+            if (bias) r += dyn_sk_ld(bias + 16 * a);
             dyn_sk_st(c, r);
         }
 }
 
 #define DYN_SK_NN_CASES_LDA(NR, LDA)                                                               \
     switch (nj) {                                                                                  \
-    case 6: dyn_sk_nn_block(NR, 6, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
-    case 5: dyn_sk_nn_block(NR, 5, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
-    case 4: dyn_sk_nn_block(NR, 4, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
-    case 3: dyn_sk_nn_block(NR, 3, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
-    case 2: dyn_sk_nn_block(NR, 2, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break;  \
-    default: dyn_sk_nn_block(NR, 1, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, pf, lo, hi); break; \
+    case 6: dyn_sk_nn_block(NR, 6, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break;  \
+    case 5: dyn_sk_nn_block(NR, 5, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break;  \
+    case 4: dyn_sk_nn_block(NR, 4, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break;  \
+    case 3: dyn_sk_nn_block(NR, 3, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break;  \
+    case 2: dyn_sk_nn_block(NR, 2, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break;  \
+    default: dyn_sk_nn_block(NR, 1, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break; \
     }
 #define DYN_SK_NN_CASES(NR) DYN_SK_NN_CASES_LDA(NR, lda)
 
 /* The row panels of A are fetched `ahead` panels ahead (1 or 2): the lines of the panel that
- * many on are shared out among the column blocks of the current one. */
+ * many on are shared out among the column blocks of the current one. bias: see dyn_sk_nn_block
+ * (m entries, or 0). */
 DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const float* A, int lda,
                                      const float* B, long rb, long cb, float beta, float* C, int ldc,
-                                     int* start, int ahead) {
+                                     int* start, int ahead, const float* bias) {
     int nb = dyn_sk_split(n, 6, start);   /* the fetched panel's 4 lines are shared out among the blocks */
     int i = 0;
     for (; i + 64 <= m; i += 64) {
@@ -221,6 +225,7 @@ DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const flo
             float* c = C + i + (long)j * ldc;
             int lo = q * 4 / nb, hi = (q + 1) * 4 / nb;
             const float* pf = next && hi > lo ? a + 64 * ahead : 0;
+            const float* bi = bias ? bias + i : 0;
             DYN_SK_NN_CASES(4)
         }
     }
@@ -232,6 +237,7 @@ DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const flo
             int j = start[q], nj = start[q + 1] - j;
             const float* b = B + j * cb;
             float* c = C + i + (long)j * ldc;
+            const float* bi = bias ? bias + i : 0;
             DYN_SK_NN_CASES(1)
         }
     }
@@ -239,39 +245,54 @@ DYN_SK_INLINE void dyn_sgemm_nn_cols(int m, int n, int k, float alpha, const flo
         for (int j = 0; j < n; j++) {
             float s = 0;
             for (int p = 0; p < k; p++) s += A[i + (long)p * lda] * B[p * rb + j * cb];
-            dyn_sk_out(C + i + (long)j * ldc, s, alpha, beta);
+            if (bias)
+                C[i + (long)j * ldc] = alpha * s + bias[i];
+            else
+                dyn_sk_out(C + i + (long)j * ldc, s, alpha, beta);
         }
 }
 
 DYN_SK_INLINE void dyn_sgemm_nx(int m, int n, int k, float alpha, const float* A, int lda,
                                 const float* B, long rb, long cb, float beta, float* C, int ldc,
-                                int ahead) {
+                                int ahead, const float* bias) {
     int start[64];
     for (int j0 = 0; j0 < n; j0 += 60) {   /* columns in groups of 60, blocks of at most 6 */
         int ng = n - j0 < 60 ? n - j0 : 60;
         dyn_sgemm_nn_cols(m, ng, k, alpha, A, lda, B + j0 * cb, rb, cb, beta, C + (long)j0 * ldc, ldc,
-                          start, ahead);
+                          start, ahead, bias);
     }
 }
 
-/* Whether dyn_sgemm_nn fetches A's row panels two ahead instead of one: 0 never, 1 at 8 columns
- * and more (blas.pyx sets it on AMD processors), 2 always (measurements). On an EPYC of the Zen 4 generation, with a 10,000 x 256
- * A flushed from the caches (a softmax's weights, as a training step finds them), two ahead
- * ran 1.03-1.12x as fast at 8-64 columns (1.09-1.11x at 22, a sentence's words) and 0.92-0.95x
- * at 2; with a 1,024 x 256 A in the caches, level at 8 columns and more (bench/gemm_shapes.py
- * --prefetch). */
+/* Whether dyn_sgemm_nn fetches A's row panels two ahead instead of one: 0 never, 1 at 8
+ * columns and more (blas.pyx sets it on AMD processors), 2 always (measurements). On an EPYC of
+ * the Zen 4 generation, with a 10,000 x 256 A flushed from the caches (a softmax's weights, as a
+ * training step finds them), two ahead ran 1.03-1.12x as fast at 8-64 columns (1.09-1.11x at 22,
+ * a sentence's words) and 0.92-0.95x at 2; with a 1,024 x 256 A in the caches, level at 8
+ * columns and more (bench/gemm_shapes.py --prefetch). */
 static int dyn_sk_nn_far = 0;
 
 DYN_CLONES_SK static void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda,
                                        const float* B, int ldb, float beta, float* C, int ldc) {
-    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, 1, ldb, beta, C, ldc, dyn_sk_nn_far == 2 || (dyn_sk_nn_far && n >= 8) ? 2 : 1);
+    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, 1, ldb, beta, C, ldc,
+                 dyn_sk_nn_far == 2 || (dyn_sk_nn_far && n >= 8) ? 2 : 1, 0);
+}
+
+/* C = A B + bias 1^T (bias: m entries, added to every column): an affine transform's forward
+ * without first copying the bias into every column of C and reading it back (the RNN LM's
+ * softmax scores: 10,000 x 22 floats a sentence). The values are those of copying the bias and
+ * then dyn_sgemm_nn with beta = 1. */
+DYN_CLONES_SK static void dyn_sgemm_nn_bias(int m, int n, int k, const float* A, int lda,
+                                            const float* B, int ldb, const float* bias, float* C,
+                                            int ldc) {
+    dyn_sgemm_nx(m, n, k, 1.0f, A, lda, B, 1, ldb, 0.0f, C, ldc,
+                 dyn_sk_nn_far == 2 || (dyn_sk_nn_far && n >= 8) ? 2 : 1, bias);
 }
 
 /* C = alpha A B^T + beta C, A m x k, B n x k: a weight's gradient from a batch
  * of k columns (k small), C large */
 DYN_CLONES_SK static void dyn_sgemm_nt(int m, int n, int k, float alpha, const float* A, int lda,
                                        const float* B, int ldb, float beta, float* C, int ldc) {
-    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, ldb, 1, beta, C, ldc, 1);
+    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, ldb, 1, beta, C, ldc, 1, 0);
 }
 
 /* C = alpha A B^T + beta C for a C of thousands of rows and hundreds of columns
@@ -309,6 +330,7 @@ DYN_CLONES_SK static int dyn_sgemm_nt_tall(int m, int n, int k, float alpha, con
         const float* b = B + j;        /* B^T's entry (p, j + c) is B[j + c + p ldb]: rb = ldb, cb = 1 */
         long rb = ldb, cb = 1;
         const float* pf = 0;
+        const float* bi = 0;
         int lo = 0, hi = 0;
         for (int i = 0; i < np; i++) {
             const float* a = P + (long)i * k * 64;
@@ -321,7 +343,7 @@ DYN_CLONES_SK static int dyn_sgemm_nt_tall(int m, int n, int k, float alpha, con
         }
     }
     if (mt < m)
-        dyn_sgemm_nx(m - mt, n, k, alpha, A + mt, lda, B, ldb, 1, beta, C + mt, ldc, 1);
+        dyn_sgemm_nx(m - mt, n, k, alpha, A + mt, lda, B, ldb, 1, beta, C + mt, ldc, 1, 0);
     return 0;
 }
 

@@ -226,9 +226,27 @@ def _set_bcast_stream_bytes(long nbytes):
     return was
 
 
+cdef bint _affine_one_pass(Graph* g, Node* n, float* y, float* bias, int bs) noexcept:
+    """y = W x + b as one product with the bias added in it (blas.sgemm_bias), where the transform
+    is one product, W is shared over the batch and b is one column of W's rows; False (y
+    untouched) where it is not, or where gemm takes another path than dyn's A B kernel."""
+    cdef Node* W
+    cdef Node* x
+    if n.nargs != 3:
+        return False
+    W = arg(g, n, 1)
+    x = arg(g, n, 2)
+    if W.dim.bd != 1 or x.dim.bd != n.dim.bd or bs != W.dim.d[0]:
+        return False
+    return _blas.sgemm_bias(bs, dim_cols(&x.dim) * n.dim.bd, dim_cols(&W.dim), <float*>W.v, bs, <float*>x.v,
+                            dim_cols(&W.dim), bias, y, bs)
+
+
 cdef void fwd_affine(Graph* g, Node* n, real* y) noexcept:
     cdef Node* b = arg(g, n, 0)
     cdef int i, k, s = dim_size(&n.dim), bs = dim_size(&b.dim)
+    if real is float and b.dim.bd == 1 and _affine_one_pass(g, n, <float*>y, <float*>b.v, bs):
+        return
     # bias, broadcast over the batch and (for a column bias) over columns
     if real is float and b.dim.bd == 1:     # one bias for every column: streamed where y is large
         dyn_bcast_cols_f32(<float*>y, <float*>b.v, bs, <long>(s // bs) * n.dim.bd)

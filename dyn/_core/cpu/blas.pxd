@@ -4,6 +4,9 @@
 cdef bint skinny_on() noexcept nogil
 cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
                void* A, int lda, void* B, int ldb, double beta, void* C, int ldc) noexcept nogil
+# float32 C = A B + bias 1^T in one pass where gemm takes dyn's A B kernel; False (C untouched) elsewhere
+cdef bint sgemm_bias(int m, int n, int k, float* A, int lda, float* B, int ldb, float* bias, float* C,
+                     int ldc) noexcept nogil
 cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
                void* x, double beta, void* y) noexcept nogil
 cdef void ger(int dtype, int m, int n, double alpha, void* x, void* y, void* A, int lda) noexcept nogil

@@ -56,6 +56,8 @@ cdef extern from "_narrowgemm.h" nogil:
 cdef extern from "_skinnygemm.h" nogil:
     void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
+    void dyn_sgemm_nn_bias(int m, int n, int k, const float* A, int lda, const float* B, int ldb,
+                           const float* bias, float* C, int ldc)
     void dyn_sgemm_tn(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc)
     void dyn_sgemm_nt(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
@@ -370,6 +372,39 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
         sgemm(&ta, &tb, &m, &n, &k, &fa, <float*>A, &lda, <float*>B, &ldb, &fb, <float*>C, &ldc)
     else:
         dgemm(&ta, &tb, &m, &n, &k, &alpha, <double*>A, &lda, <double*>B, &ldb, &beta, <double*>C, &ldc)
+
+
+cdef bint _bias_on = True
+cdef long _bias_taken = 0      # products sgemm_bias ran (tests)
+
+
+def _bias_products():
+    """Tests: how many affine products have had their bias added in dyn's A B kernel so far."""
+    return _bias_taken
+
+
+def _set_bias_fused(bint on):
+    """Measurement and test hook: an affine transform's bias added in dyn's A B kernel (sgemm_bias,
+    the default) or copied into the output's columns before the product; returns the previous
+    setting."""
+    global _bias_on
+    cdef bint old = _bias_on
+    _bias_on = on
+    return old
+
+
+cdef bint sgemm_bias(int m, int n, int k, float* A, int lda, float* B, int ldb, float* bias, float* C,
+                     int ldc) noexcept nogil:
+    """float32 C = A B + bias 1^T (bias: m entries, added to each of C's n columns) in one pass, where
+    gemm takes dyn_sgemm_nn for A B: the values of copying the bias into C's columns and then gemm
+    with beta = 1, without writing C twice and reading it back. False, C untouched, where gemm
+    takes another path."""
+    global _bias_taken
+    if not _bias_on or m == 0 or n == 0 or _path_lda(_path(b'N', b'N', m, n, k), n, lda) != 1:
+        return False
+    dyn_sgemm_nn_bias(m, n, k, A, lda, B, ldb, bias, C, ldc)
+    _bias_taken += 1
+    return True
 
 
 cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
