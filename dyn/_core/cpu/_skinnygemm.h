@@ -197,13 +197,13 @@ DYN_SK_INLINE void dyn_sk_nn_block(int NR, int NJ, int k, const float* A, int ld
         }
 }
 
-#define DYN_SK_NN_CASES_LDA(NR, LDA)                                                               \
-    switch (nj) {                                                                                  \
-    case 6: dyn_sk_nn_block(NR, 6, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break;  \
-    case 5: dyn_sk_nn_block(NR, 5, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break;  \
-    case 4: dyn_sk_nn_block(NR, 4, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break;  \
-    case 3: dyn_sk_nn_block(NR, 3, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break;  \
-    case 2: dyn_sk_nn_block(NR, 2, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break;  \
+#define DYN_SK_NN_CASES_LDA(NR, LDA)                                                                \
+    switch (nj) {                                                                                   \
+    case 6: dyn_sk_nn_block(NR, 6, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break; \
+    case 5: dyn_sk_nn_block(NR, 5, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break; \
+    case 4: dyn_sk_nn_block(NR, 4, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break; \
+    case 3: dyn_sk_nn_block(NR, 3, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break; \
+    case 2: dyn_sk_nn_block(NR, 2, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break; \
     default: dyn_sk_nn_block(NR, 1, k, a, LDA, b, rb, cb, c, ldc, alpha, beta, bi, pf, lo, hi); break; \
     }
 #define DYN_SK_NN_CASES(NR) DYN_SK_NN_CASES_LDA(NR, lda)
