@@ -271,10 +271,12 @@ DYN_SK_INLINE void dyn_sgemm_nx(int m, int n, int k, float alpha, const float* A
  * columns and more (bench/gemm_shapes.py --prefetch). */
 static int dyn_sk_nn_far = 0;
 
+/* Panels ahead that dyn_sgemm_nn and dyn_sgemm_nn_bias fetch A's rows over n columns. */
+DYN_SK_INLINE int dyn_sk_nn_ahead(int n) { return dyn_sk_nn_far == 2 || (dyn_sk_nn_far && n >= 8) ? 2 : 1; }
+
 DYN_CLONES_SK static void dyn_sgemm_nn(int m, int n, int k, float alpha, const float* A, int lda,
                                        const float* B, int ldb, float beta, float* C, int ldc) {
-    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, 1, ldb, beta, C, ldc,
-                 dyn_sk_nn_far == 2 || (dyn_sk_nn_far && n >= 8) ? 2 : 1, 0);
+    dyn_sgemm_nx(m, n, k, alpha, A, lda, B, 1, ldb, beta, C, ldc, dyn_sk_nn_ahead(n), 0);
 }
 
 /* C = A B + bias 1^T (bias: m entries, added to every column): an affine transform's forward
@@ -284,8 +286,7 @@ DYN_CLONES_SK static void dyn_sgemm_nn(int m, int n, int k, float alpha, const f
 DYN_CLONES_SK static void dyn_sgemm_nn_bias(int m, int n, int k, const float* A, int lda,
                                             const float* B, int ldb, const float* bias, float* C,
                                             int ldc) {
-    dyn_sgemm_nx(m, n, k, 1.0f, A, lda, B, 1, ldb, 0.0f, C, ldc,
-                 dyn_sk_nn_far == 2 || (dyn_sk_nn_far && n >= 8) ? 2 : 1, bias);
+    dyn_sgemm_nx(m, n, k, 1.0f, A, lda, B, 1, ldb, 0.0f, C, ldc, dyn_sk_nn_ahead(n), bias);
 }
 
 /* C = alpha A B^T + beta C, A m x k, B n x k: a weight's gradient from a batch
