@@ -59,6 +59,7 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, ABSpec, cg, arg, dim_total, run_fwd, run_bwd, arena_alloc, arena_reserve, mark_live, node_backward,
     backward_nodes, raise_kernel_error, exec_node, check_finite, round_up, seed_backward, mark_fresh, ab_spec,
+    lr_prepare,
     set_autobatch_engine, node_desc,
     AB_ON, AB_BCAST, AB_IDX, AB_ALIAS, AB_PARAM, AB_AUXSLICE, AB_AUXHEAD, AB_SHARE_ODD, AB_PTR_ALL, ABA_NO, ABA_CAT,
     ABA_SHARE, ABA_CATAUX,
@@ -1215,8 +1216,20 @@ cdef double _run_batch(Graph* g, int* mem, int m) except -1:
 
 # ---------------------------------------------------------------- backward
 
+cdef int* _lr_inb = NULL     # _ab_backward's batch of each node, for _lr_shared
+
+
+cdef bint _lr_shared(int u, int j) noexcept:
+    """Whether argument j of live node u is one argument of one kernel call in this pass: u runs
+    alone, or in a batch that shares the argument (lr_prepare)."""
+    cdef int bi = _lr_inb[u]
+    if bi < 0:
+        return True
+    return BI[BT[bi].amap + <long>j * (1 + 3 * BT[bi].m)] == ABA_SHARE
+
+
 cdef int _ab_backward(int nid, bint full) except -1:
-    global st_bwd, st_bwd_sched
+    global st_bwd, st_bwd_sched, _lr_inb
     cdef Graph* g = cg()
     cdef int i, j, u, bi, isz = g.itemsize, r
     cdef long need = 0, o
@@ -1249,6 +1262,8 @@ cdef int _ab_backward(int nid, bint full) except -1:
                 if u >= 0:
                     inb[u] = bi
         mark_live(nid, full, live)
+        _lr_inb = inb
+        lr_prepare(nid, live, _lr_shared)
         for i in range(nid + 1):
             n = &g.nodes[i]
             if live[i]:

@@ -23,9 +23,10 @@ cdef class Pool:
     """Values and gradients of every parameter of one float type, contiguous, in one device's
     memory (arrays made by that device's zeros; host code reads them through host_values)."""
     cdef public object values      # numpy 1-D array
-    cdef public object grads
+    cdef object _grads             # (the property grads hands them out)
     cdef char* vb
     cdef char* gb
+    cdef long gbytes               # the gradients' bytes at gb
     cdef public long used          # elements in use
     cdef public int dtype
     cdef public int itemsize

@@ -18,7 +18,8 @@ from dyn._core.core.graph cimport (
     Graph, Node, Dim, Touch, cg, new_node, finish_node, forward_to, backward_from,
     declare_op, dim_total, dim_size, dim_str, dim_from_tuple, dim_to_py, node_desc,
     set_indices, pyref_add, pyref_get, op_name, F_NG, F_PGRAD, F_CONST, F_FIXED, F_DONE, F_PTRS, idx,
-    set_autobatch, AB_PARAM, DEV_CPU, DEV_GPU, set_kernels, kfwd_fn, kbwd_fn, touch_row)
+    set_autobatch, AB_PARAM, DEV_CPU, DEV_GPU, set_kernels, kfwd_fn, kbwd_fn, touch_row, lr_flush, lr_forget,
+    lr_drop_range)
 from dyn.errors import StaleExpressionError
 
 cnp.import_array()
@@ -242,6 +243,8 @@ cdef object _flat(int nid, bint grad):
     cdef Node* n = &cg().nodes[nid]
     cdef int total = dim_total(&n.dim)
     cdef void* p = n.g if grad else n.v
+    if grad:
+        lr_flush()      # (a parameter's gradient may be held back as a product)
     out = np.empty(total, dtype=np.float32 if cg().dtype == 0 else np.float64)
     cg().dev.to_host(cnp.PyArray_DATA(out), p, <size_t>total * cg().itemsize)
     return out.astype(np.float64, copy=False)
@@ -438,11 +441,24 @@ cdef class Pool:
         a = _device.from_host(self.device, np.asarray(a, dtype=dst.dtype))
         dst[off:off + len(a)] = a
 
+    @property
+    def grads(self):
+        """The gradients, a 1-D array in the device's memory. Whoever takes it may read or write it,
+        so the gradients held back as products are computed into it first, and none is taken to be
+        zero any more (see "Low-rank gradients" in dyn/_core/core/graph.pyx)."""
+        lr_forget()
+        return self._grads
+
     cdef _set(self, values, grads):
+        lr_forget()     # (the tracked gradients' memory moves)
         self.values = values
-        self.grads = grads
+        self._grads = grads
         self.vb = array_ptr(values)
         self.gb = array_ptr(grads)
+        self.gbytes = len(grads) * self.itemsize
+
+    def __dealloc__(self):
+        lr_drop_range(self.gb, self.gb + self.gbytes)   # (its memory may be freed with it)
 
     def alloc(self, long n):
         """Offset of n new elements (16-element aligned); the pool grows by copying,

@@ -73,6 +73,23 @@ ctypedef struct Node:
     int pyref         # index in the graph's Python-object list, or -1
     long serial       # unique over the process: an Expression checks it (cg_revert reuses ids)
 
+# A large parameter's gradient held back as one product (see "Low-rank gradients" in graph.pyx):
+# the trainer's Adam step then computes it block by block in registers instead of writing it to
+# memory and reading it back.
+cdef enum:
+    LR_MAX = 8        # gradients tracked at once
+    LR_ZERO = 1       # the gradient is known to be zero
+    LR_PENDING = 2    # zero plus the product A B^T, not yet computed
+    LR_MIXED = 3      # something written plus the product A B^T, not yet computed
+
+ctypedef struct LowRank:
+    char* C           # the gradient: a float32 parameter's, in its (CPU) pool, m x n, ld m
+    long size         # its elements
+    int state         # LR_ZERO, LR_PENDING or LR_MIXED
+    const float* A    # pending: C += A B^T, A m x k (ld lda: a node's gradient), B n x k (ld ldb:
+    const float* B    # a node's value), both in the graph's arenas until it is renewed
+    int m, n, k, lda, ldb
+
 ctypedef struct Graph:
     Node* nodes
     int n
@@ -96,6 +113,8 @@ ctypedef struct Graph:
     int kerr          # a kernel failed (a device whose kernels can raise: see kernel_error)
     long nbwd         # backward passes started (seed_backward): what kernels key a per-pass cache on
     unsigned long long rng[2]
+    LowRank lr[8]     # LR_MAX gradients of large parameters known zero or held back as a product
+    int nlr
 
 ctypedef int (*shape_fn)(Graph* g, Node* n) except -1
 
@@ -236,6 +255,31 @@ cdef int set_bwd_overwrites(int op, int device) except -1
 cdef void node_backward(int i, const unsigned char* live) noexcept
 # The live nodes' backward, node ids from nid downwards: the plain executor's order.
 cdef int backward_nodes(int nid, const unsigned char* live) except -1
+# Low-rank gradients (graph.pyx): the tracked gradient whose memory holds p (-1: none)
+cdef int lr_find(Graph* g, const void* p) noexcept nogil
+# the trainer: a parameter's float32 gradient (size elements at C) is zero after its step
+cdef int lr_mark_zero(char* C, long size) noexcept nogil
+# a backward call wrote into tracked gradient r without holding it back
+cdef void lr_written(Graph* g, int r) noexcept nogil
+# compute every held-back product into its gradient (what reads a gradient calls first)
+cdef int lr_flush() except -1
+# compute region r's product (if any) and stop tracking it
+cdef int lr_materialize(Graph* g, int r) except -1
+# stop tracking the gradients in [lo, hi) (their memory is being freed), held back or not
+cdef void lr_drop_range(const char* lo, const char* hi) noexcept nogil
+# lr_flush, then forget what is known zero (a gradient's memory handed to code that may write it)
+cdef int lr_forget() except -1
+# the backward pass's first step: lr_flush, then keep tracked only the gradients that nothing but
+# held-back products can write in this pass. shared(u, j): whether argument j of live node u runs
+# as a shared argument of its automatic batch (NULL: no batches)
+ctypedef bint (*lr_shared_fn)(int u, int j) noexcept
+cdef int lr_prepare(int nid, const unsigned char* live, lr_shared_fn shared) except -1
+# the device's float32 product C += A B^T of a held-back gradient (set by dyn/_core/cpu/arith.pyx)
+ctypedef void (*lr_gemm_fn)(LowRank* r) noexcept nogil
+cdef int set_lr_gemm(lr_gemm_fn f) except -1
+# op's backward into argument j may hold a weight's gradient back: j odd (kind 1: affine_transform),
+# j == 0 (kind 2: a matrix product)
+cdef int set_bwd_lowrank(int op, int kind) except -1
 cdef void* arena_alloc(Arena* a, size_t nbytes) except NULL
 cdef int arena_reserve(Arena* a, size_t nbytes) except -1
 cdef int pyref_add(object o) except -1

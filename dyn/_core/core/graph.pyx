@@ -688,6 +688,7 @@ def on_invalidate(fn):
 def invalidate():
     """Forget computed values: the next value request recomputes all nodes."""
     cdef int i
+    lr_flush()
     for i in range(G.n):
         G.nodes[i].flags &= ~F_DONE
         if not (G.nodes[i].flags & F_FIXED):
@@ -698,6 +699,160 @@ def invalidate():
         AB_RESET(0)
     for fn in INVALIDATE_HOOKS:
         fn()
+
+# ---------------------------------------------------------------- low-rank gradients
+# A softmax's weight gradient over one sentence is one product, G H^T: 10,000 x 256 floats from a
+# 10,000 x 22 G and a 256 x 22 H. Written out, it is 10 MB the product writes and the trainer's
+# Adam step reads back and zeroes, next to the weights and two moments Adam reads and writes
+# anyway. So where a float32 parameter's gradient is known to be zero when the backward pass
+# starts and nothing but that one product writes it in the pass, the product is held back as
+# (A, B) = (G, H): G lies in the gradient arena, H in the forward arena, both untouched until
+# the graph is renewed or the next backward pass starts. The trainer's Adam step then computes
+# the gradient block by block in registers and applies the step to the weights directly
+# (dyn/_core/cpu/_lowrankadam.h); any other reader first computes it into the gradient's memory
+# (lr_flush).
+#
+# The gradients tracked (at most LR_MAX) are those the trainer's Adam step just consumed
+# (lr_mark_zero: the CPU's float32 parameters of LR_MIN elements and more). lr_prepare runs as
+# a backward pass starts: it computes what the last pass held back (its G is about to be
+# overwritten) and stops tracking every gradient that some live node would write in this pass
+# other than as the weight of a matrix product (set_bwd_lowrank), or as one run of an automatic
+# batch that does not share it. The product's own backward (dyn/_core/cpu/arith.pyx, mm_bwd)
+# then holds the first product back and reports every other write (lr_written). Kernels add
+# only into the argument they are called for (the kernel table's contract), so that is every
+# write a backward pass makes; code outside it that may write a gradient (the pool's arrays
+# handed out, the pool moved) calls lr_forget.
+
+cdef unsigned char BWD_LR[256]        # [op]: set_bwd_lowrank's kind
+cdef lr_gemm_fn LR_GEMM = NULL
+
+
+cdef int set_bwd_lowrank(int op, int kind) except -1:
+    if op < 0 or op >= NK or kind < 0 or kind > 2:
+        raise ValueError("set_bwd_lowrank: no operation %d or kind %d" % (op, kind))
+    BWD_LR[op] = kind
+    return 0
+
+
+cdef int set_lr_gemm(lr_gemm_fn f) except -1:
+    global LR_GEMM
+    LR_GEMM = f
+    return 0
+
+
+cdef int lr_find(Graph* g, const void* p) noexcept nogil:
+    cdef int r
+    cdef const char* q = <const char*>p
+    for r in range(g.nlr):
+        if q >= g.lr[r].C and q < g.lr[r].C + g.lr[r].size * 4:
+            return r
+    return -1
+
+
+cdef inline void _lr_drop(Graph* g, int r) noexcept nogil:
+    """Stop tracking entry r (the others keep their order: the order of tracking)."""
+    g.nlr -= 1
+    for r in range(r, g.nlr):
+        g.lr[r] = g.lr[r + 1]
+
+
+cdef int lr_mark_zero(char* C, long size) noexcept nogil:
+    """Track the gradient at C (size float32 elements) as zero, in place of the longest-tracked
+    gradient known zero when the table is full; 0 when it is tracked, -1 when C overlaps a tracked
+    gradient that is not it or every entry holds a product back."""
+    cdef int r = lr_find(&G, C)
+    if r >= 0:
+        if G.lr[r].C != C or G.lr[r].size != size:
+            return -1
+    else:
+        if G.nlr == LR_MAX:
+            for r in range(LR_MAX):
+                if G.lr[r].state == LR_ZERO:
+                    break
+            else:
+                return -1
+            _lr_drop(&G, r)
+        r = G.nlr
+        G.nlr += 1
+        G.lr[r].C = C
+        G.lr[r].size = size
+    G.lr[r].state = LR_ZERO
+    return 0
+
+
+cdef void lr_written(Graph* g, int r) noexcept nogil:
+    if g.lr[r].state == LR_ZERO:
+        _lr_drop(g, r)
+    else:
+        g.lr[r].state = LR_MIXED
+
+
+cdef int lr_materialize(Graph* g, int r) except -1:
+    if g.lr[r].state != LR_ZERO:
+        if LR_GEMM == NULL:
+            raise RuntimeError("dyn: a held-back gradient but no product to compute it")
+        LR_GEMM(&g.lr[r])
+    _lr_drop(g, r)
+    return 0
+
+
+cdef int lr_flush() except -1:
+    cdef int r = 0
+    while r < G.nlr:
+        if G.lr[r].state == LR_ZERO:
+            r += 1
+        else:
+            lr_materialize(&G, r)     # (drops r: the next entry takes its place)
+    return 0
+
+
+cdef void lr_drop_range(const char* lo, const char* hi) noexcept nogil:
+    cdef int r = 0
+    while r < G.nlr:
+        if G.lr[r].C >= lo and G.lr[r].C < hi:
+            _lr_drop(&G, r)
+        else:
+            r += 1
+
+
+cdef int lr_forget() except -1:
+    lr_flush()
+    G.nlr = 0
+    return 0
+
+
+def _lowrank_state():
+    """Tests: [(state, elements, address)] of the tracked gradients (state 1 zero, 2 held back, 3
+    written and held back), in the order they were tracked."""
+    return [(G.lr[r].state, G.lr[r].size, <size_t>G.lr[r].C) for r in range(G.nlr)]
+
+
+cdef int lr_prepare(int nid, const unsigned char* live, lr_shared_fn shared) except -1:
+    cdef int i, j, r, kind
+    cdef Node* n
+    cdef Node* a
+    if G.nlr == 0:
+        return 0
+    lr_flush()
+    for i in range(nid + 1):
+        if G.nlr == 0:
+            return 0
+        if not live[i]:
+            continue
+        n = &G.nodes[i]
+        kind = BWD_LR[n.op]
+        for j in range(n.nargs):
+            a = &G.nodes[G.ipool[n.arg_off + j]]
+            if not (a.flags & F_PGRAD) or not live[G.ipool[n.arg_off + j]]:
+                continue
+            r = lr_find(&G, a.gptr)
+            if r < 0:
+                continue
+            if ((kind == 1 and j % 2 == 1) or (kind == 2 and j == 0)) and a.gptr == G.lr[r].C \
+                    and a.dim.bd == 1 and (shared == NULL or shared(i, j)):
+                continue
+            _lr_drop(&G, r)
+    return 0
 
 # ---------------------------------------------------------------- backward
 
@@ -750,6 +905,7 @@ cdef int _backward(int nid, bint full) except -1:
         raise MemoryError()
     try:
         mark_live(nid, full, live)
+        lr_prepare(nid, live, NULL)
         for i in range(nid + 1):
             n = &G.nodes[i]
             if live[i] and not (n.flags & F_PGRAD):
@@ -834,6 +990,7 @@ cdef void node_backward(int i, const unsigned char* live) noexcept:
 def renew(immediate_compute=False, check_validity=False, autobatching=False):
     """Empty the graph (pointers back to zero) and start a new version."""
     global AB_ENABLED
+    lr_flush()      # (held-back gradients read the arenas)
     AB_ENABLED = 1 if (autobatching and AB_FWD != NULL) else 0
     if AB_RESET != NULL:
         AB_RESET(0)
@@ -872,6 +1029,7 @@ def revert():
     global STAMP
     if not CHECKPOINTS:
         return
+    lr_flush()
     ver, n, ni, nref = CHECKPOINTS.pop()
     if ver != G.version:
         return
@@ -924,6 +1082,7 @@ def set_initial_memory(nbytes):
     if nbytes > MAX_BLOCK:
         raise MemoryError("dyn: cannot allocate %d bytes for the graph arena" % nbytes)
     cdef size_t size = max(<size_t>nbytes, 4096)
+    lr_flush()
     cdef void* fx = _aligned_block(size, &G.fx)
     cdef void* dx
     try:

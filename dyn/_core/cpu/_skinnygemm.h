@@ -311,21 +311,31 @@ static int dyn_sk_nt_ahead = 1;   /* panels ahead that C's lines are fetched (0:
 static __thread float* dyn_sk_nt_buf = NULL;
 static __thread long dyn_sk_nt_cap = 0;
 
-DYN_CLONES_SK static int dyn_sgemm_nt_tall(int m, int n, int k, float alpha, const float* A, int lda,
-                                           const float* B, int ldb, float beta, float* C, int ldc) {
-    int np = m / 64, mt = np * 64;
+/* The np = m / 64 whole 64-row panels of A (m x k, ld lda) copied one after another (k x 64
+ * floats each, column after column) into the calling thread's buffer, grown as needed; NULL
+ * when it cannot be had. */
+DYN_SK_INLINE float* dyn_sk_nt_panels(int m, int k, const float* A, int lda) {
+    int np = m / 64;
     long need = (long)np * k * 64;
     if (need > dyn_sk_nt_cap) {
         float* q = (float*)realloc(dyn_sk_nt_buf, sizeof(float) * (size_t)need + 64);
-        if (q == NULL) return -1;
+        if (q == NULL) return NULL;
         dyn_sk_nt_buf = q;
         dyn_sk_nt_cap = need;
     }
     float* P = dyn_sk_nt_buf;
-    int ahead = dyn_sk_nt_ahead;
     for (int i = 0; i < np; i++)
         for (int p = 0; p < k; p++)
             memcpy(P + ((long)i * k + p) * 64, A + (long)i * 64 + (long)p * lda, 64 * sizeof(float));
+    return P;
+}
+
+DYN_CLONES_SK static int dyn_sgemm_nt_tall(int m, int n, int k, float alpha, const float* A, int lda,
+                                           const float* B, int ldb, float beta, float* C, int ldc) {
+    int np = m / 64, mt = np * 64;
+    float* P = dyn_sk_nt_panels(m, k, A, lda);
+    if (P == NULL) return -1;
+    int ahead = dyn_sk_nt_ahead;
     for (int j = 0; j < n; j += 6) {
         int nj = n - j < 6 ? n - j : 6;
         const float* b = B + j;        /* B^T's entry (p, j + c) is B[j + c + p ldb]: rb = ldb, cb = 1 */

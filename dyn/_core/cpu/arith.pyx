@@ -7,7 +7,8 @@ value per batch element, dot_product / squared_distance and sum_batches. Each op
 from libc.math cimport sqrt
 from libc.string cimport memset, memcpy
 from dyn._core.core.graph cimport (
-    Graph, Node, Dim, DEV_CPU, set_kernels, kfwd_fn, kbwd_fn, dim_size, dim_total, dim_cols, arg)
+    Graph, Node, Dim, DEV_CPU, set_kernels, kfwd_fn, kbwd_fn, dim_size, dim_total, dim_cols, arg, LowRank,
+    LR_ZERO, LR_PENDING, F_PTRS, lr_find, lr_written, set_lr_gemm, set_bwd_lowrank)
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.cpu.bcast cimport BIter, bi_init, bi_next, same_shape
 from dyn._core.cpu cimport blas as _blas
@@ -178,7 +179,47 @@ cdef void mm_fwd(Graph* g, real* y, int ybd, Node* W, Node* x, double beta) noex
 
 
 cdef void mm_bwd(Graph* g, real* gy, int ybd, Node* W, Node* x, int which) noexcept:
-    """Accumulate gW += gy x^T (which 0) or gx += W^T gy (which 1)."""
+    """Accumulate gW += gy x^T (which 0) or gx += W^T gy (which 1). gW of a large float32
+    parameter whose gradient is known zero may be held back instead (_lr_hold); any other write into
+    a tracked gradient is reported (see "Low-rank gradients" in dyn/_core/core/graph.pyx)."""
+    cdef int r = -1
+    if which == 0 and g.nlr > 0:
+        r = lr_find(g, W.g)
+        if r >= 0 and real is float and _lr_hold(g, r, <float*>gy, ybd, W, x):
+            return
+    _mm_bwd(g, gy, ybd, W, x, which)
+    if r >= 0:
+        lr_written(g, r)
+
+
+cdef bint _lr_hold(Graph* g, int r, float* gy, int ybd, Node* W, Node* x) noexcept:
+    """Hold gW += gy x^T back as tracked gradient r's product: r is known zero and is exactly W's
+    gradient, W is shared over the batch and blas.lowrank_held takes the shape."""
+    cdef int m = W.dim.d[0], k = dim_cols(&W.dim), N = dim_cols(&x.dim) * ybd
+    cdef LowRank* R = &g.lr[r]
+    if R.state != LR_ZERO or <char*>W.g != R.C or R.size != <long>m * k or W.dim.bd != 1 \
+            or x.dim.bd != ybd or (x.flags & F_PTRS) or not _blas.lowrank_held(m, k, N):
+        return False
+    R.A = gy
+    R.lda = m
+    R.B = <float*>x.v
+    R.ldb = k
+    R.m = m
+    R.n = k
+    R.k = N
+    R.state = LR_PENDING
+    return True
+
+
+cdef void _lr_gemm(LowRank* R) noexcept nogil:
+    """A held-back gradient computed into its memory: C += A B^T, as mm_bwd would have."""
+    _blas.gemm(0, b'N', b'T', R.m, R.n, R.k, 1.0, <void*>R.A, R.lda, <void*>R.B, R.ldb, 1.0, R.C, R.m)
+
+
+set_lr_gemm(_lr_gemm)
+
+
+cdef void _mm_bwd(Graph* g, real* gy, int ybd, Node* W, Node* x, int which) noexcept:
     cdef int m = W.dim.d[0], k = dim_cols(&W.dim), n = dim_cols(&x.dim), b, dt = real_dtype(gy)
     cdef int N = n * ybd
     cdef real* gyb
@@ -214,6 +255,7 @@ cdef void bwd_mm(Graph* g, Node* n, int i, real* gy) noexcept:
 
 set_kernels(OP_MM, DEV_CPU, <kfwd_fn>fwd_mm[float], <kfwd_fn>fwd_mm[double],
             <kbwd_fn>bwd_mm[float], <kbwd_fn>bwd_mm[double])
+set_bwd_lowrank(OP_MM, 2)     # its first argument's gradient may be held back (mm_bwd)
 
 # ---------------------------------------------------------------- affine_transform
 
@@ -281,6 +323,7 @@ cdef void bwd_affine(Graph* g, Node* n, int i, real* gy) noexcept:
 
 set_kernels(OP_AFFINE, DEV_CPU, <kfwd_fn>fwd_affine[float], <kfwd_fn>fwd_affine[double],
             <kbwd_fn>bwd_affine[float], <kbwd_fn>bwd_affine[double])
+set_bwd_lowrank(OP_AFFINE, 1)     # its weights' (odd arguments') gradients may be held back
 
 # ---------------------------------------------------------------- esum
 

@@ -18,3 +18,10 @@ cdef double nrm2sq(int dtype, int n, void* x) noexcept nogil
 cdef void matmul_cols(int dtype, char ta, int m, int nb, int k, void* A, int lda, void* X, double beta,
                       void* Y) noexcept nogil
 cdef void outer_acc(int dtype, int m, int k, int nb, void* D, void* X, void* G) noexcept nogil
+# A weight's gradient held back as a product (dyn/_core/core/graph.pyx, "Low-rank gradients"): whether
+# gemm's C += A B^T of a gradient known zero is held back, and Adam with that gradient computed block
+# by block (_lowrankadam.h; False when it cannot run)
+cdef bint lowrank_held(int m, int n, int k) noexcept nogil
+cdef bint adam_lowrank(int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C,
+                       float* w, float* mo, float* v, float gs, float l2, float c1, float c2, float alpha,
+                       float eps, float d) noexcept nogil

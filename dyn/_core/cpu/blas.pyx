@@ -73,6 +73,12 @@ cdef extern from "_skinnygemm.h" nogil:
     int dyn_wide_vectors()
     int dyn_cpu_amd()
 
+cdef extern from "_lowrankadam.h" nogil:
+    int dyn_lr_ahead
+    int dyn_adam_nt_f32(int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C,
+                        float* w, float* mo, float* v, float gs, float l2, float c1, float c2, float alpha,
+                        float eps, float d)
+
 cdef enum:
     SMALL = 64 * 64   # elements of a matrix below which our loops win
     SMALL_GEMV_F32 = 4 * 128 * 128   # float32 matrix-vector products: ours (registers) up to here
@@ -404,6 +410,76 @@ cdef bint sgemm_bias(int m, int n, int k, float* A, int lda, float* B, int ldb, 
         return False
     dyn_sgemm_nn_bias(m, n, k, A, lda, B, ldb, bias, C, ldc)
     _bias_taken += 1
+    return True
+
+
+# ---------------------------------------------------------------- a weight's gradient held back
+# (see "Low-rank gradients" in dyn/_core/core/graph.pyx and _lowrankadam.h)
+
+cdef int _lr_mode = 1       # 0 never, 1 where gemm takes dyn_sgemm_nt_tall, 2 always (tests)
+# mode 1 holds back products over at most this many columns: on an AMD EPYC (Zen 4), a 10k x 256
+# softmax's backward and Adam step took 1.03-1.15x as long computed as held back at 4-28 columns,
+# 0.98-1.03x at 32-128 (bench/lowrank_adam.py)
+cdef int LR_MAX_K = 28
+cdef long _lr_held = 0      # products held back so far (tests)
+cdef long _lr_fused = 0     # Adam steps that computed one (tests)
+
+
+def _set_lowrank(int mode):
+    """Measurement and test hook: a large weight's gradient G = D X^T is held back for the
+    trainer's Adam step to compute block by block (lowrank_held) never (0), where gemm would take
+    dyn_sgemm_nt_tall for it over at most 28 columns (1, the default: AMD processors with AVX-512)
+    or for every float32 product of two columns and more (2); returns the previous mode."""
+    global _lr_mode
+    if mode not in (0, 1, 2):
+        raise ValueError("_set_lowrank: mode must be 0, 1 or 2, got %r" % (mode,))
+    cdef int old = _lr_mode
+    _lr_mode = mode
+    return old
+
+
+def _set_lowrank_cols(int k):
+    """Measurement hook: the most columns of a product held back in mode 1 (default 28); returns the
+    previous value."""
+    global LR_MAX_K
+    cdef int old = LR_MAX_K
+    LR_MAX_K = k
+    return old
+
+
+def _set_lowrank_ahead(int panels):
+    """Measurement hook: how many 64-row panels ahead the fused Adam step fetches the weights and
+    moments (0: none); returns the old distance."""
+    global dyn_lr_ahead
+    cdef int old = dyn_lr_ahead
+    dyn_lr_ahead = panels if panels > 0 else 0
+    return old
+
+
+def _lowrank_counts():
+    """Tests: (products held back, Adam steps that computed one) so far."""
+    return _lr_held, _lr_fused
+
+
+cdef bint lowrank_held(int m, int n, int k) noexcept nogil:
+    """Whether the float32 product C += A B^T (C m x n, k columns of A and B) of a weight's
+    gradient known to be zero is held back (and counted as such)."""
+    global _lr_held
+    if k < 2 or _lr_mode == 0 or (_lr_mode == 1 and (k > LR_MAX_K or _path(b'N', b'T', m, n, k) != 11)):
+        return False
+    _lr_held += 1
+    return True
+
+
+cdef bint adam_lowrank(int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C,
+                       float* w, float* mo, float* v, float gs, float l2, float c1, float c2, float alpha,
+                       float eps, float d) noexcept nogil:
+    """Adam on w, mo, v with the gradient gs A B^T (+ l2 w) computed block by block (C: its memory,
+    zero); False (nothing done) when the kernel's buffer cannot be had."""
+    global _lr_fused
+    if dyn_adam_nt_f32(m, n, k, A, lda, B, ldb, C, w, mo, v, gs, l2, c1, c2, alpha, eps, d) != 0:
+        return False
+    _lr_fused += 1
     return True
 
 

@@ -10,7 +10,7 @@ from libc.string cimport memset
 from libc.stdlib cimport qsort
 cimport numpy as cnp
 from dyn._core.core.expr cimport ParamExpr
-from dyn._core.core.graph cimport Touch, DEV_CPU
+from dyn._core.core.graph cimport Touch, DEV_CPU, LowRank
 from dyn._core.cpu cimport blas as _blas
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.train.catchup cimport (
@@ -160,6 +160,23 @@ cdef void _run(PState s, real* vb, long off, long n) noexcept:
         _step(h, w, g, state_at(<real*>s.sp[0], off), state_at(<real*>s.sp[1], off),
               state_at(<real*>s.sp[2], off), n)
     dyn_ftz_end(csr)
+
+
+cdef bint _run_lowrank(PState s, void* vb, LowRank* R) noexcept:
+    """A float32 Adam step whose gradient is R's held-back product, computed block by block as the
+    step goes (blas.adam_lowrank): the weights and moments come out as K.run would leave them."""
+    cdef ParamExpr p = s.p
+    cdef HP* h = &s.hyper.c
+    cdef unsigned csr
+    cdef bint ok
+    if h.rule != ADAM:
+        return False
+    csr = dyn_ftz_begin()
+    ok = _blas.adam_lowrank(R.m, R.n, R.k, R.A, R.lda, R.B, R.ldb, <float*>R.C, <float*>vb + p.off,
+                            state_at(<float*>s.sp[0], 0), state_at(<float*>s.sp[1], 0), h.gscale, h.l2,
+                            1 - h.b1, 1 - h.b2, h.alpha, h.eps, h.d)
+    dyn_ftz_end(csr)
+    return ok
 
 
 cdef int _cmp_int(const void* a, const void* b) noexcept nogil:
@@ -430,7 +447,9 @@ _k.eg_rows = <eg_rows_fn>_eg_rows[float]
 _k.catch_row = <catch_fn>_catch_row[float]
 _k.grad_sq_norm = <sq_norm_fn>_grad_sq_norm[float]
 _k.has_nonfinite_grad = <nonfinite_fn>_has_nonfinite_grad[float]
+_k.run_lowrank = _run_lowrank
 set_opt_kernels(DEV_CPU, 0, &_k)
+_k.run_lowrank = NULL
 _k.run = <run_fn>_run[double]
 _k.run_dense_lookup = <dense_lookup_fn>_run_dense_lookup[double]
 _k.eg_rows = <eg_rows_fn>_eg_rows[double]

@@ -3,7 +3,7 @@
 # both reach a device's loops over parameter memory (the CPU's: dyn/_core/cpu/optim.pyx).
 cimport numpy as cnp
 from dyn._core.core.expr cimport ParamExpr, Pool
-from dyn._core.core.graph cimport Touch
+from dyn._core.core.graph cimport Touch, LowRank
 from dyn._core.core.types cimport real  # float or double: the state arrays are of the pool's float type
 
 cdef enum:
@@ -99,6 +99,10 @@ ctypedef bint (*nonfinite_fn)(ParamExpr p, void* gb) noexcept
 # s.tloc, then one rule step (EG: and its row normalisation); the caller does the bookkeeping.
 ctypedef int (*catch_rows_fn)(PState s, void* vb, const int* rows, int n, long t) except -1
 ctypedef int (*run_rows_fn)(PState s, void* vb, Touch* tc) except -1
+# Optional (NULL: none): a dense step of s's parameter whose gradient is the product R holds back
+# (dyn/_core/core/graph.pyx, "Low-rank gradients"), computed as the step goes; False: not done
+# (the rule or the memory did not allow it), nothing changed.
+ctypedef bint (*lowrank_fn)(PState s, void* vb, LowRank* R) noexcept
 
 ctypedef struct OptKernels:
     run_fn run
@@ -109,6 +113,7 @@ ctypedef struct OptKernels:
     nonfinite_fn has_nonfinite_grad
     catch_rows_fn catch_rows
     run_rows_fn run_rows
+    lowrank_fn run_lowrank
 
 cdef int set_opt_kernels(int device, int dtype, OptKernels* k) except -1
 # Loops whose signature cannot raise (run, run_dense_lookup, eg_rows, grad_sq_norm,
