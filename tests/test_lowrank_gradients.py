@@ -289,3 +289,23 @@ def test_more_parameters_than_the_table_holds(lowrank):
         c1 = blas._lowrank_counts()
         assert (c1[0] - c0[0], c1[1] - c0[1]) == (1, 1)
     assert len(graph._lowrank_state()) <= 8
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_plain_adam_loops_give_the_same_numbers(lowrank, mode):
+    # without clipping, L2 or weight decay the dense loops leave out gs, l2 w and d (_fastopt.h,
+    # dyn_adam_plain): the numbers must be the general loop's
+    from dyn._core.cpu import optim
+
+    blas._set_lowrank(mode)
+    results = []
+    for on in (False, True):
+        old = optim._set_adam_plain(on), blas._set_adam_plain(on)
+        try:
+            model = Model(1100)
+            results.append(model.state(_train()(model)))
+        finally:
+            optim._set_adam_plain(old[0])
+            blas._set_adam_plain(old[1])
+    for a, b in zip(*results):
+        assert np.array_equal(a, b), "max difference %g" % np.abs(a - b).max()

@@ -59,10 +59,37 @@ static DYN_ALWAYS_INLINE float dyn_adam_elem_f32(float gi, float w, float* restr
     return (w - alpha * mi / (sqrtf(vi) + eps)) * d;
 }
 
+/* dyn_adam_elem_f32 with d = 1: the same arithmetic without the last multiplication. */
+static DYN_ALWAYS_INLINE float dyn_adam_elem1_f32(float gi, float w, float* restrict m, float* restrict v,
+                                                  float c1, float c2, float alpha, float eps) {
+    float mi = *m + c1 * (gi - *m);
+    float vi = *v + c2 * (gi * gi - *v);
+    *m = mi;
+    *v = vi;
+    return w - alpha * mi / (sqrtf(vi) + eps);
+}
+
+/* Whether a step's gradient is the gradient itself and its weights are not decayed (gs = 1, no
+ * L2 regularisation, d = 1: no clipping, no weight decay): then the loops leave out gs, l2 w and
+ * d, whose multiplications cost as much as the step's other arithmetic but the root and the
+ * division, and give the same numbers wherever the weight is finite (g 1 + 0 w is g, x 1 is x). */
+static int dyn_adam_plain_on = 1;   /* (per module: optim._set_adam_plain and blas._set_adam_plain) */
+
+static DYN_ALWAYS_INLINE int dyn_adam_plain(float gs, float l2, float d) {
+    return dyn_adam_plain_on && gs == 1.0f && l2 == 0.0f && d == 1.0f;
+}
+
 /* Adam on n elements with gradient gi = g gs + l2 w; g is cleared. */
 DYN_CLONES_OPT static void dyn_adam_f32(float* restrict w, float* restrict g, float* restrict m,
                                         float* restrict v, long n, float gs, float l2, float c1,
                                         float c2, float alpha, float eps, float d) {
+    if (dyn_adam_plain(gs, l2, d)) {
+        for (long i = 0; i < n; i++) {
+            w[i] = dyn_adam_elem1_f32(g[i], w[i], m + i, v + i, c1, c2, alpha, eps);
+            g[i] = 0.0f;
+        }
+        return;
+    }
     for (long i = 0; i < n; i++) {
         w[i] = dyn_adam_elem_f32(g[i] * gs + l2 * w[i], w[i], m + i, v + i, c1, c2, alpha, eps, d);
         g[i] = 0.0f;

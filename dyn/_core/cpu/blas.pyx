@@ -75,6 +75,7 @@ cdef extern from "_skinnygemm.h" nogil:
 
 cdef extern from "_lowrankadam.h" nogil:
     int dyn_lr_ahead
+    int dyn_adam_plain_on
     int dyn_adam_nt_f32(int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C,
                         float* w, float* mo, float* v, float gs, float l2, float c1, float c2, float alpha,
                         float eps, float d)
@@ -453,6 +454,15 @@ def _set_lowrank_ahead(int panels):
     global dyn_lr_ahead
     cdef int old = dyn_lr_ahead
     dyn_lr_ahead = panels if panels > 0 else 0
+    return old
+
+
+def _set_adam_plain(bint on):
+    """Measurement and test hook: optim._set_adam_plain for the held-back gradient's Adam step;
+    returns the previous setting."""
+    global dyn_adam_plain_on
+    cdef bint old = dyn_adam_plain_on
+    dyn_adam_plain_on = 1 if on else 0
     return old
 
 

@@ -28,12 +28,23 @@ cdef extern from "_fastopt.h" nogil:
     void dyn_adam_f32_nograd(float* w, float* m, float* v, long n, float l2, float c1, float c2,
                              float alpha, float eps, float d)
     int dyn_adam_still
+    int dyn_adam_plain_on
     void dyn_adam_catchup_range_f32(const float* v, const float* m, int n, double thrA, double thrB,
                                     double* minA, double* maxB)
     int dyn_adam_catchup_a_f32(const float* v, const float* m, int n, const double* S, int nS, double eps,
                                double thrA, double* acc)
     void dyn_adam_catchup_apply_f32(float* w, float* m, float* v, int n, const double* acc, double D,
                                     double P1, double P2)
+
+def _set_adam_plain(bint on):
+    """Measurement and test hook: the dense Adam loop without gs, L2 and weight decay's factor where
+    they are 1, 0 and 1 (_fastopt.h, dyn_adam_plain) on (the default) or off; returns the previous
+    setting. (blas._set_adam_plain switches the held-back step's.)"""
+    global dyn_adam_plain_on
+    cdef bint old = dyn_adam_plain_on
+    dyn_adam_plain_on = 1 if on else 0
+    return old
+
 
 def _set_adam_still(bint on):
     """Measurement and test hook: the dense float32 Adam step's shortcut for untouched lookup
