@@ -69,10 +69,16 @@ static DYN_ALWAYS_INLINE float dyn_adam_elem1_f32(float gi, float w, float* rest
     return w - alpha * mi / (sqrtf(vi) + eps);
 }
 
+/* A step's gradient: g gs, plus l2 w with L2 regularisation only (without it, an infinite weight
+ * does not make the moments NaN through 0 w; optim.pyx's _grad, the GPU's step too). */
+static DYN_ALWAYS_INLINE float dyn_adam_grad(float g, float gs, float l2, float w) {
+    return l2 != 0.0f ? g * gs + l2 * w : g * gs;
+}
+
 /* Whether a step's gradient is the gradient itself and its weights are not decayed (gs = 1, no
  * L2 regularisation, d = 1: no clipping, no weight decay): then the loops leave out gs, l2 w and
  * d, whose multiplications cost as much as the step's other arithmetic but the root and the
- * division, and give the same numbers wherever the weight is finite (g 1 + 0 w is g, x 1 is x). */
+ * division; the numbers are the same (g 1 is g, x 1 is x). */
 static int dyn_adam_plain_on = 1;   /* (per module: optim._set_adam_plain and blas._set_adam_plain) */
 
 static DYN_ALWAYS_INLINE int dyn_adam_plain(float gs, float l2, float d) {
@@ -91,7 +97,7 @@ DYN_CLONES_OPT static void dyn_adam_f32(float* restrict w, float* restrict g, fl
         return;
     }
     for (long i = 0; i < n; i++) {
-        w[i] = dyn_adam_elem_f32(g[i] * gs + l2 * w[i], w[i], m + i, v + i, c1, c2, alpha, eps, d);
+        w[i] = dyn_adam_elem_f32(dyn_adam_grad(g[i], gs, l2, w[i]), w[i], m + i, v + i, c1, c2, alpha, eps, d);
         g[i] = 0.0f;
     }
 }
@@ -129,8 +135,13 @@ DYN_CLONES_OPT static void dyn_adam_f32_nograd(float* restrict w, float* restric
             float* restrict mi = m + i;
             float* restrict vi = v + i;
             if (dyn_adam_moving(wi, mi, vi, S)) {
-                for (long j = 0; j < S; j++)
-                    wi[j] = dyn_adam_elem_f32(l2 * wi[j], wi[j], mi + j, vi + j, c1, c2, alpha, eps, d);
+                if (dyn_adam_plain(1.0f, l2, d))   /* (0 w is 0 for a finite w, x 1 is x) */
+                    for (long j = 0; j < S; j++)
+                        wi[j] = dyn_adam_elem1_f32(0.0f, wi[j], mi + j, vi + j, c1, c2, alpha, eps);
+                else
+                    for (long j = 0; j < S; j++)
+                        wi[j] = dyn_adam_elem_f32(dyn_adam_grad(0.0f, 1.0f, l2, wi[j]), wi[j], mi + j, vi + j, c1,
+                                                  c2, alpha, eps, d);
                 continue;
             }
             for (long j = 0; j < S; j++) vi[j] = vi[j] + c2 * (0.0f * 0.0f - vi[j]);
@@ -138,8 +149,11 @@ DYN_CLONES_OPT static void dyn_adam_f32_nograd(float* restrict w, float* restric
                 for (long j = 0; j < S; j++) wi[j] = (wi[j] - 0.0f) * d;
         }
     }
-    for (; i < n; i++)
-        w[i] = dyn_adam_elem_f32(l2 * w[i], w[i], m + i, v + i, c1, c2, alpha, eps, d);
+    if (dyn_adam_plain(1.0f, l2, d))
+        for (; i < n; i++) w[i] = dyn_adam_elem1_f32(0.0f, w[i], m + i, v + i, c1, c2, alpha, eps);
+    else
+        for (; i < n; i++)
+            w[i] = dyn_adam_elem_f32(dyn_adam_grad(0.0f, 1.0f, l2, w[i]), w[i], m + i, v + i, c1, c2, alpha, eps, d);
 }
 
 /* sum a[j] b[j] over n doubles, in vector lanes (the lazy Adam catch-up's

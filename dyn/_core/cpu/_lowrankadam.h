@@ -48,7 +48,7 @@ DYN_SK_INLINE void dyn_lr_adam64(const float* restrict t, float* restrict w, flo
             w[e] = dyn_adam_elem1_f32(t[e], w[e], mo + e, v + e, c1, c2, alpha, eps);
     else
         for (int e = 0; e < 64; e++)
-            w[e] = dyn_adam_elem_f32(t[e] * gs + l2 * w[e], w[e], mo + e, v + e, c1, c2, alpha, eps, d);
+            w[e] = dyn_adam_elem_f32(dyn_adam_grad(t[e], gs, l2, w[e]), w[e], mo + e, v + e, c1, c2, alpha, eps, d);
 }
 
 /* Adam on w, mo, v (m x n, column-major, ld m) with gradient A B^T (A m x k, ld lda; B n x k, ld

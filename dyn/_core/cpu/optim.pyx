@@ -75,6 +75,12 @@ cdef inline void eg_norm(real* w, long n, double d) noexcept:
 
 # ---------------------------------------------------------------- one step of a rule
 
+cdef inline double _grad(double g, double gs, double l2, double w) noexcept nogil:
+    """A step's gradient: g gs, plus l2 w with L2 regularisation (none without: an infinite weight
+    does not make it NaN through 0 w)."""
+    return g * gs + l2 * w if l2 != 0 else g * gs
+
+
 cdef void _step(HP* h, real* w, real* g, real* s0, real* s1, real* s2, long n) noexcept:
     """The rule on n elements with gradient g * gscale (+ l2 * w), then decay;
     g is zeroed. EG leaves log x + h in w: eg_norm finishes it. One plain
@@ -85,23 +91,23 @@ cdef void _step(HP* h, real* w, real* g, real* s0, real* s1, real* s2, long n) n
     cdef double rho = h.rho, b1 = h.b1, b2 = h.b2, alpha = h.alpha
     if h.rule == SGD:
         for i in range(n):
-            gi = g[i] * gs + l2 * w[i]
+            gi = _grad(g[i], gs, l2, w[i])
             w[i] = (w[i] - lr * gi) * d
     elif h.rule == MOMENTUM:
         for i in range(n):
-            gi = g[i] * gs + l2 * w[i]
+            gi = _grad(g[i], gs, l2, w[i])
             v = mom * s0[i] - lr * gi
             s0[i] = v
             w[i] = (w[i] + v) * d
     elif h.rule == ADAGRAD:
         for i in range(n):
-            gi = g[i] * gs + l2 * w[i]
+            gi = _grad(g[i], gs, l2, w[i])
             v = s0[i] + gi * gi
             s0[i] = v
             w[i] = (w[i] - lr * gi / sqrt(v + eps)) * d
     elif h.rule == ADADELTA:
         for i in range(n):
-            gi = g[i] * gs + l2 * w[i]
+            gi = _grad(g[i], gs, l2, w[i])
             v = rho * s0[i] + (1 - rho) * gi * gi
             s0[i] = v
             m = -gi * sqrt(s1[i] + eps) / sqrt(v + eps)
@@ -109,13 +115,13 @@ cdef void _step(HP* h, real* w, real* g, real* s0, real* s1, real* s2, long n) n
             w[i] = (w[i] + m) * d
     elif h.rule == RMSPROP:
         for i in range(n):
-            gi = g[i] * gs + l2 * w[i]
+            gi = _grad(g[i], gs, l2, w[i])
             v = rho * s0[i] + (1 - rho) * gi * gi
             s0[i] = v
             w[i] = (w[i] - lr * gi / sqrt(v + eps)) * d
     elif h.rule == ADAM:
         for i in range(n):
-            gi = g[i] * gs + l2 * w[i]
+            gi = _grad(g[i], gs, l2, w[i])
             m = b1 * s0[i] + (1 - b1) * gi
             v = b2 * s1[i] + (1 - b2) * gi * gi
             s0[i] = m
@@ -123,7 +129,7 @@ cdef void _step(HP* h, real* w, real* g, real* s0, real* s1, real* s2, long n) n
             w[i] = (w[i] - alpha * m / (sqrt(v) + eps)) * d
     elif h.rule == AMSGRAD:
         for i in range(n):
-            gi = g[i] * gs + l2 * w[i]
+            gi = _grad(g[i], gs, l2, w[i])
             m = b1 * s0[i] + (1 - b1) * gi
             v = b2 * s1[i] + (1 - b2) * gi * gi
             s0[i] = m
@@ -134,13 +140,13 @@ cdef void _step(HP* h, real* w, real* g, real* s0, real* s1, real* s2, long n) n
             w[i] = (w[i] - alpha * m / (sqrt(v) + eps)) * d
     elif h.rule == EG:
         for i in range(n):
-            gi = g[i] * gs + l2 * w[i]
+            gi = _grad(g[i], gs, l2, w[i])
             v = mom * s0[i] - lr * gi
             s0[i] = v
             w[i] = log(w[i]) + v
     else:  # SMORMS3 (Simon Funk)
         for i in range(n):
-            gi = g[i] * gs + l2 * w[i]
+            gi = _grad(g[i], gs, l2, w[i])
             M = s2[i]
             r = 1.0 / (M + 1)
             m = (1 - r) * s0[i] + r * gi

@@ -96,7 +96,7 @@ cdef _rule64(HP* h, w, g, s0, s1, s2, xp):
     cdef int rule = h.rule
     cdef double d = h.d, lr = h.lr, eps = h.eps, mom = h.mom, rho = h.rho
     cdef double b1 = h.b1, b2 = h.b2, alpha = h.alpha
-    gi = g * h.gscale + h.l2 * w
+    gi = g * h.gscale + h.l2 * w if h.l2 != 0 else g * h.gscale   # (the CPU's _grad)
     if rule == SGD:
         w[...] = (w - lr * gi) * d
     elif rule == MOMENTUM:
