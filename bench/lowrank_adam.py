@@ -70,7 +70,7 @@ def _row(a, rng, W, b, trainer, junk, ahead, n):
             blas._set_lowrank(mode)
             for j in range(a.block):
                 dy.renew_cg()
-                x = dy.inputTensor(h, batched=True)
+                x = dy.tanh(dy.inputTensor(h, batched=True))   # (held back: values in the arena)
                 loss = dy.sum_batches(dy.pickneglogsoftmax_batch(
                     dy.affine_transform([dy.parameter(b), dy.parameter(W), x]), ys))
                 loss.value()

@@ -148,6 +148,23 @@ def test_products_over_many_columns_are_not_held_back(lowrank):
     assert _compare(_train(cols=29)) == (0, 0)
 
 
+def test_inputs_read_in_place_are_not_held_back(lowrank):
+    # an input over the caller's array (or a parameter's values) may change before the step
+    def scenario(model):
+        t = _adam(model)
+        for _ in range(3):
+            dy.renew_cg()
+            h = np.asfortranarray(model.rng.randn(H, N).astype(np.float32))
+            x = dy.inputTensor(h, batched=True)   # reads h where it lies
+            s = dy.affine_transform([dy.parameter(model.b), dy.parameter(model.W), x])
+            dy.sum_batches(dy.pickneglogsoftmax_batch(s, list(model.rng.randint(0, model.m, N)))).backward()
+            h[...] = 0.0
+            t.update()
+        return t
+
+    assert _compare(scenario) == (0, 0)
+
+
 def test_clipping_computes_it_first(lowrank):
     # the norm reads every gradient: computed, then the ordinary step (clipping on: DyNet's default)
     held, fused = _compare(_train(clip=5.0))

@@ -8,7 +8,7 @@ from libc.math cimport sqrt
 from libc.string cimport memset, memcpy
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, DEV_CPU, set_kernels, kfwd_fn, kbwd_fn, dim_size, dim_total, dim_cols, arg, LowRank,
-    LR_ZERO, LR_PENDING, F_PTRS, lr_find, lr_written, set_lr_gemm, set_bwd_lowrank)
+    LR_ZERO, LR_PENDING, F_PTRS, F_FIXED, lr_find, lr_written, set_lr_gemm, set_bwd_lowrank)
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.cpu.bcast cimport BIter, bi_init, bi_next, same_shape
 from dyn._core.cpu cimport blas as _blas
@@ -194,11 +194,13 @@ cdef void mm_bwd(Graph* g, real* gy, int ybd, Node* W, Node* x, int which) noexc
 
 cdef bint _lr_hold(Graph* g, int r, float* gy, int ybd, Node* W, Node* x) noexcept:
     """Hold gW += gy x^T back as tracked gradient r's product: r is known zero and is exactly W's
-    gradient, W is shared over the batch and blas.lowrank_held takes the shape."""
+    gradient, W is shared over the batch, x's values lie in the graph's arena (not a parameter's
+    or a caller's array, which may change before the step) and blas.lowrank_held takes the
+    shape."""
     cdef int m = W.dim.d[0], k = dim_cols(&W.dim), N = dim_cols(&x.dim) * ybd
     cdef LowRank* R = &g.lr[r]
     if R.state != LR_ZERO or <char*>W.g != R.C or R.size != <long>m * k or W.dim.bd != 1 \
-            or x.dim.bd != ybd or (x.flags & F_PTRS) or not _blas.lowrank_held(m, k, N):
+            or x.dim.bd != ybd or (x.flags & (F_PTRS | F_FIXED)) or not _blas.lowrank_held(m, k, N):
         return False
     R.A = gy
     R.lda = m
