@@ -259,32 +259,21 @@ def test_readers_and_writers_see_the_whole_gradient(lowrank, what):
 
 
 def test_update_subset_keeps_it(lowrank):
-    def scenario(model):
-        t = _adam(model)
-        model.loss().backward()
-        t.update()
-        model.loss().backward()
+    def act(model, t):
         t.update_subset([1], [0])   # b and E: W keeps its (held-back) gradient
         model.loss().backward()     # computed as this pass starts, then added to
-        t.update()
-        return t
 
-    held, fused = _compare(scenario)
+    held, fused = _compare(_one_step_then(act))
     assert held == 1 and fused == 0   # (the next pass finds it written: nothing held back there)
 
 
 def test_another_rule_computes_it_first(lowrank):
-    def scenario(model):
-        t = _adam(model)
-        model.loss().backward()
-        t.update()
-        model.loss().backward()
+    def act(model, t):
         sgd = dy.SimpleSGDTrainer(model.pc, 0.1)
         sgd.set_clip_threshold(0)
-        sgd.update()
-        return t
+        sgd.update()   # computes the held-back product, then its own step
 
-    held, fused = _compare(scenario)
+    held, fused = _compare(_one_step_then(act))
     assert held == 1 and fused == 0
 
 
