@@ -11,8 +11,9 @@ update per step each way and their ratio (above 1: holding back is faster), per 
     python bench/lowrank_adam.py [--vocab 10000] [--hidden 256] [--cols 8,22,48] [--blocks 15]
     python bench/lowrank_adam.py --ahead 0,1,2     # also: how far ahead the step fetches its rows
 
-Where dyn does not take dyn_sgemm_nt_tall for the product (it does on AMD processors with
-AVX-512), nothing is held back and both ways are the same.
+Products are held back on processors with AVX-512, by the rules of blas.pyx's _lr_shape (measured
+with this script): on AMD's the product computed apart is dyn_sgemm_nt_tall's, on Intel's
+OpenBLAS's. Without AVX-512 nothing is held back and both ways are the same.
 """
 
 import argparse

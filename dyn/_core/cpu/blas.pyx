@@ -417,20 +417,19 @@ cdef bint sgemm_bias(int m, int n, int k, float* A, int lda, float* B, int ldb, 
 # ---------------------------------------------------------------- a weight's gradient held back
 # (see "Low-rank gradients" in dyn/_core/core/graph.pyx and _lowrankadam.h)
 
-cdef int _lr_mode = 1       # 0 never, 1 where gemm takes dyn_sgemm_nt_tall, 2 always (tests)
-# mode 1 holds back products over at most this many columns: on an AMD EPYC (Zen 4), a 10k x 256
-# softmax's backward and Adam step took 1.03-1.15x as long computed as held back at 4-28 columns,
-# 0.98-1.03x at 32-128 (bench/lowrank_adam.py)
-cdef int LR_MAX_K = 28
+cdef int _lr_mode = 1       # 0 never, 1 by the rules of _lr_shape, 2 always (tests)
+# mode 1 holds back products over at most this many columns (0: _lr_shape's rule for this machine;
+# set by _set_lowrank_cols to measure)
+cdef int LR_MAX_K = 0
 cdef long _lr_held = 0      # products held back so far (tests)
 cdef long _lr_fused = 0     # Adam steps that computed one (tests)
 
 
 def _set_lowrank(int mode):
     """Measurement and test hook: a large weight's gradient G = D X^T is held back for the
-    trainer's Adam step to compute block by block (lowrank_held) never (0), where gemm would take
-    dyn_sgemm_nt_tall for it over at most 28 columns (1, the default: AMD processors with AVX-512)
-    or for every float32 product of two columns and more (2); returns the previous mode."""
+    trainer's Adam step to compute block by block (lowrank_held) never (0), where _lr_shape's
+    measured rules say it pays (1, the default: processors with AVX-512) or for every float32
+    product of two columns and more (2); returns the previous mode."""
     global _lr_mode
     if mode not in (0, 1, 2):
         raise ValueError("_set_lowrank: mode must be 0, 1 or 2, got %r" % (mode,))
@@ -440,8 +439,8 @@ def _set_lowrank(int mode):
 
 
 def _set_lowrank_cols(int k):
-    """Measurement hook: the most columns of a product held back in mode 1 (default 28); returns the
-    previous value."""
+    """Measurement hook: the most columns of a product held back in mode 1 (0, the default: the
+    machine's rule, _lr_shape); returns the previous value."""
     global LR_MAX_K
     cdef int old = LR_MAX_K
     LR_MAX_K = k
@@ -471,11 +470,31 @@ def _lowrank_counts():
     return _lr_held, _lr_fused
 
 
+cdef inline bint _lr_shape(int m, int n, int k) noexcept nogil:
+    """Mode 1's rule: whether holding back C += A B^T (C m x n, k columns) for the fused Adam step
+    beats the product followed by the step, by what bench/lowrank_adam.py measured (the backward
+    pass and Adam step of a softmax layer, 64 MB streamed between steps).
+
+    On an AMD EPYC with AVX-512 (Zen 4), where gemm computes such a product with
+    dyn_sgemm_nt_tall (its 11), whose sums the fused step repeats: the product and step apart took
+    1.03-1.15x as long as held back at 4-28 columns for a 10k x 256 softmax, 0.98-1.03x at 32-128.
+    On an Intel Xeon with AVX-512, where gemm leaves these products to OpenBLAS: apart over held
+    back 1.67 at 4 columns, 1.40 at 16, 1.21-1.30 at 22-28, 1.20 at 32, 1.02 at 40 and 0.70-0.90
+    at 48-64 for 10k x 256; 1.22-1.35 at 2-40 for 4,096 x 256; 1.27-1.36 at 8-32 for 2,048 x 512;
+    for 20,000 x 128 1.65 at 8, 1.07 at 22 and 0.87 at 32. So there: up to 32 columns, 22 for a C
+    of fewer than 256 columns, on the shapes dyn_sgemm_nt_tall takes on AMD."""
+    if _amd_on:
+        return k <= (LR_MAX_K or 28) and _path(b'N', b'T', m, n, k) == 11
+    if not _skinny_on or k > (LR_MAX_K or (32 if n >= 256 else 22)):
+        return False
+    return m >= 1024 and <long>m * n >= (1 << 17) and (k >= 8 or n >= 256)
+
+
 cdef bint lowrank_held(int m, int n, int k) noexcept nogil:
     """Whether the float32 product C += A B^T (C m x n, k columns of A and B) of a weight's
     gradient known to be zero is held back (and counted as such)."""
     global _lr_held
-    if k < 2 or _lr_mode == 0 or (_lr_mode == 1 and (k > LR_MAX_K or _path(b'N', b'T', m, n, k) != 11)):
+    if k < 2 or _lr_mode == 0 or (_lr_mode == 1 and not _lr_shape(m, n, k)):
         return False
     _lr_held += 1
     return True
