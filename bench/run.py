@@ -26,6 +26,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -220,7 +221,7 @@ def chart(rows, path, title):
     ax2.set_xscale("log")
     ax2.set_xlabel("training speed (words/s or sentences/s, log)")
     ax2.legend(loc="lower right", fontsize=8)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(textwrap.fill(title, 160), fontsize=10)   # a run of several rounds says so at length
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)
