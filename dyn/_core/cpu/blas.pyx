@@ -99,6 +99,12 @@ cdef bint skinny_on() noexcept nogil:
     return _skinny_on
 
 
+cdef inline bint _nt_tall_shape(int m, int n, int k) noexcept nogil:
+    """Whether A B^T (C m x n, k columns) is one dyn_sgemm_nt_tall takes where its rules are on
+    (_skinny's 11; _lr_shape holds back the same shapes)."""
+    return m >= 1024 and <long>m * n >= (1 << 17) and k <= 128 and (k >= 8 or n >= 256)
+
+
 cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
     """Which of _skinnygemm.h's kernels beats OpenBLAS on this float32 product
     (1: A B, 2: A^T B, 3: A B^T, 4: A B^T computed transposed, 11: A B^T through A's
@@ -120,7 +126,7 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
         # 2-128 (1.19-1.33 at 16-32: a softmax's weight gradient over a sentence), 1.10-2.15 for
         # 1,024 x 256 and 4,096 x 256 at 2-256, 1.03-2.05 for 1,024 x 128 at 2-256 but 0.77-0.89
         # for 1,024 x 64 at 2-8, and below 1 for most C of 256 or 512 rows at k below 16
-        if _amd_on and m >= 1024 and <long>m * n >= (1 << 17) and k <= 128 and (k >= 8 or n >= 256):
+        if _amd_on and _nt_tall_shape(m, n, k):
             return 11
         if 4 <= k <= 16 and (1 << 18) <= <long>m * n <= (1 << 20):
             return 3
@@ -483,11 +489,9 @@ cdef inline bint _lr_shape(int m, int n, int k) noexcept nogil:
     at 48-64 for 10k x 256; 1.22-1.35 at 2-40 for 4,096 x 256; 1.27-1.36 at 8-32 for 2,048 x 512;
     for 20,000 x 128 1.65 at 8, 1.07 at 22 and 0.87 at 32. So there: up to 32 columns, 22 for a C
     of fewer than 256 columns, on the shapes dyn_sgemm_nt_tall takes on AMD."""
-    if _amd_on:
-        return k <= (LR_MAX_K or 28) and _path(b'N', b'T', m, n, k) == 11
-    if not _skinny_on or k > (LR_MAX_K or (32 if n >= 256 else 22)):
+    if not _skinny_on or not _nt_tall_shape(m, n, k):
         return False
-    return m >= 1024 and <long>m * n >= (1 << 17) and (k >= 8 or n >= 256)
+    return k <= (LR_MAX_K or (28 if _amd_on else (32 if n >= 256 else 22)))
 
 
 cdef bint lowrank_held(int m, int n, int k) noexcept nogil:
