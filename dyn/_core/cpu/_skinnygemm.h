@@ -317,7 +317,7 @@ static __thread long dyn_sk_nt_cap = 0;
 DYN_SK_INLINE float* dyn_sk_nt_panels(int m, int k, const float* A, int lda) {
     int np = m / 64;
     long need = (long)np * k * 64;
-    if (need > dyn_sk_nt_cap) {
+    if (need > dyn_sk_nt_cap || dyn_sk_nt_buf == NULL) {   /* (a first product with no whole panel too) */
         float* q = (float*)realloc(dyn_sk_nt_buf, sizeof(float) * (size_t)need + 64);
         if (q == NULL) return NULL;
         dyn_sk_nt_buf = q;
