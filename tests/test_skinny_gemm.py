@@ -99,7 +99,12 @@ def test_dispatch_agrees_with_openblas_on_the_tasks_shapes(kernels_on):
     LSTM step over a small minibatch and its weight gradient) and on shapes
     where it keeps OpenBLAS."""
     for op, (m, n, k), expect in [("NN", (10000, 22, 256), "nn"), ("TN", (256, 22, 10000), "tn"),
-                                  ("NN", (1024, 16, 256), "nn"), ("TN", (256, 8, 1024), "tn"),
+                                  ("NN", (1024, 16, 256), "few"), ("TN", (256, 8, 1024), "dot"),
+                                  # a tagger's W_x^T D over a sentence and a Tree-LSTM's U^T D over a
+                                  # level: blocks of dot products; a small one stays with OpenBLAS's
+                                  # small-matrix kernel
+                                  ("TN", (128, 22, 200), "dot"), ("TN", (128, 12, 640), "dot"),
+                                  ("TN", (128, 8, 640), "blas"),
                                   ("NT", (1024, 256, 8), "nt"), ("NT", (640, 256, 4), "blas"),
                                   ("NN", (128, 8, 64), "blas"), ("TN", (64, 8, 128), "blas"),
                                   # an LSTM step's Wh^T d through Wh's transposed copy (H x 4H)
@@ -339,6 +344,8 @@ def test_rules_measured_on_amd(kernels_on):
     assert blas._skinny_path("TN", 256, 48, 10000) == "tn"
     assert blas._skinny_path("TN", 256, 49, 10000) == "blas"
     _auto_takes("tn", "TN", 256, 40, 4200, pad=1, seed=13)
+    # A^T B's blocks of dot products were measured on an Intel Xeon only
+    assert blas._skinny_path("TN", 128, 22, 200) == "blas"
     blas._set_amd_rules(False)
     assert blas._skinny_path("NT", 1024, 256, 8) == "nt"
     assert blas._skinny_path("NT", 10000, 256, 22) == "blas"
@@ -367,17 +374,18 @@ def test_panels_fetched_two_ahead(kernels_on, mode):
         blas._set_nn_far(3)
 
 
-@pytest.mark.parametrize("m,k,cols,batch", [(1030, 260, 5, 1), (1030, 260, 1, 6), (300, 1000, 3, 2),
-                                             (1100, 256, 22, 1)])
-def test_affine_bias_added_in_the_product(kernels_on, m, k, cols, batch):
-    """An affine transform b + W x whose product takes dyn's A B kernel adds its bias there
-    (one pass, no copy of b into every column first): the same values bit for bit as copying
-    the bias and then the product with beta = 1, those of float64 numpy to float32 rounding, a
-    W x of several columns and a batch of single columns, rows past the 64- and 16-row blocks;
-    the gradients are unchanged."""
+@pytest.mark.parametrize("m,k,cols,batch,path", [(1030, 260, 5, 1, "few"), (1030, 260, 1, 6, "few"),
+                                                  (300, 1000, 3, 2, "nn"), (1100, 256, 22, 1, "few"),
+                                                  (4200, 260, 5, 1, "nn"), (1030, 260, 3, 1, "few")])
+def test_affine_bias_added_in_the_product(kernels_on, m, k, cols, batch, path):
+    """An affine transform b + W x whose product takes dyn's A B kernel (dyn_sgemm_nn, or
+    dyn_sgemm_nn_few for a few columns) adds its bias there (one pass, no copy of b into every
+    column first): the same values bit for bit as copying the bias and then the product with
+    beta = 1, those of float64 numpy to float32 rounding, a W x of several columns and a batch of
+    single columns, rows past the 128-, 64- and 16-row blocks; the gradients are unchanged."""
     import dyn as dy
 
-    assert blas._skinny_path("NN", m, cols * batch, k) == "nn"
+    assert blas._skinny_path("NN", m, cols * batch, k) == path
     rng = np.random.default_rng(m + cols)
     W0 = rng.standard_normal((m, k)).astype(np.float32)
     b0 = rng.standard_normal(m).astype(np.float32)
@@ -513,3 +521,95 @@ def test_without_the_register_kernels_narrow_products_avoid_openblas_packing():
     finally:
         blas._set_skinny(old)
         blas._set_narrow(old_narrow)
+
+
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
+def test_dot_product_blocks(alpha, beta):
+    """A^T B as blocks of sixteen dot products ('dot': a tagger's W_x^T D, a Tree-LSTM level's
+    U^T D): OpenBLAS's values for every block shape (16 x 1 at one column of B, 8 x 2 at two,
+    5 x 3 at three and six, 4 x 4 and its 1-3 column tail otherwise), columns of A past the last
+    whole block (1-15 of them), k a multiple of 16 or 1-15 past one, leading dimensions
+    honoured, rows past m untouched and beta = 0 writing C without reading it."""
+    shapes = [(m, k, n) for m in (1, 3, 4, 5, 8, 16, 17, 21) for n in (1, 2, 3, 4, 5, 6, 7, 9)
+              for k in (16, 17, 47)]
+    shapes += [(128, 200, 22), (130, 640, 12), (67, 384, 33), (7, 1030, 2)]
+    _matches_openblas("dot", "TN", shapes, alpha, beta, seed=140)
+
+
+def test_dot_product_blocks_clear_the_repeated_lanes():
+    """The last k % 16 entries are read as the columns' last sixteen with the lanes already summed
+    cleared in both operands: an infinity or NaN among those earlier entries is counted once (in
+    the vector loop), not again as 0 x inf; and a NaN or infinity in the tail still propagates."""
+    m, n, k = 8, 4, 21
+    A, B, C = _case("TN", m, n, k, 0, seed=150)
+    A[10, 2] = np.inf                  # entry 10 of A's column 2: in the vector loop and a cleared tail lane
+    B[12, 1] = np.nan                  # entry 12 of B's column 1: likewise
+    A[19, 5] = np.inf                  # a tail entry
+    got = C.copy(order="F")
+    blas._gemm("dot", "TN", A, B, 1.0, 0.0, got)
+    want = np.asarray(A, np.float64).T @ np.asarray(B, np.float64)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    fine = np.isfinite(want)
+    np.testing.assert_allclose(got[fine], want[fine], rtol=1e-5, atol=1e-5)
+    A, B, C = _case("TN", 8, 2, 15, 0, seed=1)
+    with pytest.raises(ValueError, match="path dot is for TN with k >= 16"):
+        blas._gemm("dot", "TN", A, B, 1.0, 0.0, C)
+    A, B, C = _case("NN", 8, 2, 32, 0, seed=1)
+    with pytest.raises(ValueError, match="path dot is for TN"):
+        blas._gemm("dot", "NN", A, B, 1.0, 0.0, C)
+
+
+def test_dot_product_rule(kernels_on):
+    """gemm takes the blocks of dot products for A^T B along a k of 64 and more with 2-32
+    columns (16 along a k under 128) where OpenBLAS's small-matrix kernel would not run (m n >
+    1,200 or m n k > 10^6), for an A under 2^20 entries; with the switch off, those shapes take
+    the paths they took before."""
+    for (m, n, k), expect in [((128, 22, 200), "dot"), ((128, 16, 64), "dot"), ((128, 20, 384), "dot"),
+                              ((256, 6, 640), "dot"), ((64, 24, 128), "dot"), ((128, 32, 200), "dot"),
+                              ((128, 8, 640), "blas"), ((64, 16, 640), "blas"), ((128, 24, 64), "blas"),
+                              ((128, 33, 200), "blas"), ((128, 22, 32), "blas"), ((128, 1, 640), "blas"),
+                              ((256, 22, 10000), "tn")]:
+        assert blas._skinny_path("TN", m, n, k) == expect, (m, n, k)
+    _auto_takes("dot", "TN", 128, 22, 200, pad=2, seed=160)
+    old = blas._set_dot(False)
+    try:
+        assert blas._skinny_path("TN", 128, 22, 200) == "blas"
+        assert blas._skinny_path("TN", 256, 8, 1024) == "tn"
+    finally:
+        assert blas._set_dot(old) is False
+
+
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
+def test_products_of_a_few_columns(alpha, beta):
+    """A B through _fewgemm.h ('few': a Tree-LSTM level's gates): OpenBLAS's values for 1-3
+    columns (128-row blocks), 4-13 (64-row blocks, column blocks of up to six), rows past the
+    128-, 64- and 16-row blocks (the last 1-15 through a tile: C's rows past m untouched), leading
+    dimensions honoured, and beta = 0 writing C without reading it."""
+    shapes = [(m, k, n) for m in (16, 17, 31, 64, 79, 128, 130, 200, 257) for n in (1, 2, 3, 4, 6, 7, 13)
+              for k in (1, 9)]
+    shapes += [(640, 256, 3), (640, 256, 5), (384, 128, 24)]
+    _matches_openblas("few", "NN", shapes, alpha, beta, seed=170)
+    A, B, C = _case("NN", 15, 2, 8, 0, seed=2)
+    with pytest.raises(ValueError, match="path few is for NN with m >= 16"):
+        blas._gemm("few", "NN", A, B, 1.0, 0.0, C)
+
+
+def test_few_columns_rule(kernels_on):
+    """gemm takes _fewgemm.h's loop for A B with an A of 256 rows and more, k of 64 and more (and
+    under 2 m), under 2^20 entries: at 3, 5 and 6 columns, and at 4-32 where OpenBLAS would pack
+    (m n k > 10^6); with the switch off, those shapes take the paths they took before."""
+    for (m, n, k), expect in [((640, 3, 256), "few"), ((640, 5, 256), "few"), ((640, 6, 256), "few"),
+                              ((640, 8, 256), "few"), ((384, 24, 128), "few"), ((1024, 4, 256), "few"),
+                              ((640, 2, 256), "blas"), ((640, 4, 256), "blas"), ((200, 22, 128), "blas"),
+                              ((384, 20, 128), "blas"), ((640, 33, 256), "blas"), ((10000, 22, 256), "nn"),
+                              ((256, 64, 1024), "nn"), ((128, 6, 256), "blas")]:
+        assert blas._skinny_path("NN", m, n, k) == expect, (m, n, k)
+    _auto_takes("few", "NN", 640, 3, 256, pad=2, seed=171)
+    old = blas._set_few(False)
+    try:
+        assert blas._skinny_path("NN", 640, 3, 256) == "blas"
+        assert blas._skinny_path("NN", 640, 8, 256) == "nn"
+    finally:
+        assert blas._set_few(old) is False

@@ -73,6 +73,16 @@ cdef extern from "_skinnygemm.h" nogil:
     int dyn_wide_vectors()
     int dyn_cpu_amd()
 
+cdef extern from "_fewgemm.h" nogil:
+    void dyn_sgemm_nn_few(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                          float beta, float* C, int ldc)
+    void dyn_sgemm_nn_few_bias(int m, int n, int k, const float* A, int lda, const float* B, int ldb,
+                               const float* bias, float* C, int ldc)
+
+cdef extern from "_dotgemm.h" nogil:
+    void dyn_sgemm_tn_dot(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                          float beta, float* C, int ldc)
+
 cdef extern from "_lowrankadam.h" nogil:
     int dyn_lr_ahead
     int dyn_adam_plain_on
@@ -105,6 +115,46 @@ cdef inline bint _nt_tall_shape(int m, int n, int k) noexcept nogil:
     return m >= 1024 and <long>m * n >= (1 << 17) and k <= 128 and (k >= 8 or n >= 256)
 
 
+cdef bint _dot_on = True    # off only to measure the shapes _tn_dot_shape takes through the other paths
+
+
+cdef inline bint _tn_dot_shape(int m, int n, int k) noexcept nogil:
+    """Whether float32 A^T B (C m x n, inner dimension k) runs as _dotgemm.h's blocks of sixteen dot
+    products, on processors with AVX-512 other than AMD's: an A of fewer than 2^20 entries, k of
+    64 and more, 2-32 columns (16 where k is under 128), and a product OpenBLAS's small-matrix
+    kernel does not take (it leaves A^T B with m n > 1,200 or m n k > 10^6 to its packed path).
+    On an Intel Xeon (Sapphire Rapids class, one thread, the operands in the caches, medians of
+    300 calls), OpenBLAS's time over dyn_sgemm_tn_dot's was 1.35-1.86 for a BiLSTM tagger's
+    W_x^T D (128 x 16-30 from k = 200), 1.9 for a Tree-LSTM's leaves (128 x 20, k = 384), 1.4-3.4
+    for 128 rows at 10-16 columns and 256 rows at 6-16 columns with k of 128-640, 1.15-1.65 at
+    24-32 columns for k of 128 and more, 4.8 for 256 x 4 from k = 1,024; 0.7-0.97 where the
+    small-matrix kernel runs, and 0.78-1.33 at 48 columns."""
+    cdef long mn = <long>m * n
+    if k < 64 or n < 2 or n > 32 or (k < 128 and n > 16) or <long>m * k >= (1 << 20):
+        return False
+    return mn > 1200 or mn * k > 1000000
+
+
+cdef bint _few_on = True    # off only to measure the shapes _nn_few_shape takes through the other paths
+
+
+cdef inline bint _nn_few_shape(int m, int n, int k, long mnk) noexcept nogil:
+    """Whether float32 A B (C m x n, inner dimension k) runs as _fewgemm.h's loop, on processors
+    with AVX-512 other than AMD's: an A of 256 rows and more, k of 64 and more, fewer than 2^20
+    entries and not short and wide (k < 2 m), with 3, 5 or 6 columns, or 4-32 columns where
+    OpenBLAS would take its packed path (m n k > 10^6). On an Intel Xeon (Sapphire Rapids class,
+    one thread, medians of 40 calls through blas._gemm, the operands in the caches and with 1 MB
+    streamed between calls), OpenBLAS's time over the loop's was 1.3-1.8 at 3, 5 and 6 columns for
+    a Tree-LSTM's 640 x 256 U and 1.3-2.1 for a character LSTM's 256 x 64, 2.0-3.1 for the 640 x 256
+    at 7-16 columns, 1.5-1.6 for the Tree-LSTM's leaves (384 x 24-32 from k = 128), 2.8-4.6 for a
+    1,024 x 256 at 4 and 8; 0.6-1.0 at 2 and 4 columns and for a tagger's 200 x 8-30 (k = 128),
+    which stay with OpenBLAS. dyn_sgemm_nn, which its rule below gives the packed shapes, took
+    1.0-1.1x the loop's time there."""
+    if m < 256 or k < 64 or n < 3 or n > 32 or <long>m * k >= (1 << 20) or k >= 2 * m:
+        return False
+    return n == 3 or n == 5 or n == 6 or (n >= 4 and mnk > 1000000)
+
+
 cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
     """Which of _skinnygemm.h's kernels beats OpenBLAS on this float32 product
     (1: A B, 2: A^T B, 3: A B^T, 4: A B^T computed transposed, 11: A B^T through A's
@@ -135,6 +185,8 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
         return 4 if m >= 8192 and m >= 4 * n and n >= 64 and k >= 1024 else 0
     if n < 2:
         return 0
+    if ta == b'N' and _few_on and not _amd_on and _nn_few_shape(m, n, k, mnk):
+        return 13
     if ta == b'N':
         if mnk <= 1000000 or size < (1 << 16) or m < 128:
             return 0
@@ -143,6 +195,8 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
         if n <= 32:
             return 1 if m >= 256 else 0
         return 1 if n <= 64 and size >= (1 << 18) else 0
+    if _dot_on and not _amd_on and _tn_dot_shape(m, n, k):
+        return 12
     if n <= 16:
         return 2 if mnk > 1000000 and m >= 128 and size >= (1 << 16) else 0
     # on the EPYC (Zen 4), A^T B with A 10,000 x 256 ran 1.21x OpenBLAS's speed at 32 columns and
@@ -289,6 +343,12 @@ cdef inline int _path_lda(int which, int n, int lda) noexcept nogil:
     return which
 
 
+# the paths of _path by number, as _skinny_path and the product trace name them
+_PATH_NAMES = ("blas", "nn", "tn", "nt", "nt-transposed", "cols", "narrow", "panels", "long", "packed",
+               "narrow-nt", "nt-tall", "dot", "few")
+cdef enum:
+    NPATHS = 14
+
 cdef int _cols_on = 2       # below 2 only to measure OpenBLAS on the same shapes (_set_cols)
 cdef bint _narrow_on = True # off only to measure the paths without _narrowgemm.h (_set_narrow)
 cdef bint _large_on = True  # off only to measure OpenBLAS on _path's 7 and 8 (_set_large)
@@ -344,8 +404,101 @@ cdef inline void _gemm_narrow(char ta, int m, int n, int k, float alpha, float* 
         dyn_sgemm_tn_narrow(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
 
 
+# ---------------------------------------------------------------- the product trace (measurement)
+# bench/gemm_trace.py: while on, every float32 or float64 product and matrix-vector product that
+# gemm and gemv run is counted by its shape and path, with the tick counter's time around it. Off
+# (the default), gemm and gemv test one flag more.
+
+cdef extern from "_ticks.h" nogil:
+    unsigned long long dyn_ticks()
+
+ctypedef struct TraceRow:
+    int op, m, n, k, path, dtype     # op: 0 NN, 1 TN, 2 NT, 3 TT, 4 gemv N, 5 gemv T
+    long calls
+    unsigned long long ticks
+
+cdef enum:
+    TRACE_ROWS = 4096
+
+cdef TraceRow _trace_rows[TRACE_ROWS]
+cdef int _trace_n = 0
+cdef long _trace_lost = 0
+cdef bint _trace_on = False
+cdef unsigned long long _trace_t0 = 0
+cdef timespec _trace_c0
+
+
+cdef void _trace_add(int op, int m, int n, int k, int path, int dtype, unsigned long long t) noexcept nogil:
+    global _trace_n, _trace_lost
+    cdef int r
+    cdef TraceRow* e
+    for r in range(_trace_n - 1, -1, -1):     # (the recent shapes are the likely ones)
+        e = &_trace_rows[r]
+        if e.op == op and e.m == m and e.n == n and e.k == k and e.path == path and e.dtype == dtype:
+            e.calls += 1
+            e.ticks += t
+            return
+    if _trace_n == TRACE_ROWS:
+        _trace_lost += 1
+        return
+    e = &_trace_rows[_trace_n]
+    _trace_n += 1
+    e.op, e.m, e.n, e.k, e.path, e.dtype, e.calls, e.ticks = op, m, n, k, path, dtype, 1, t
+
+
+def _trace(bint on):
+    """Count the products gemm and gemv run from now on (on) or stop counting; returns the previous
+    setting. The counts add up until _trace_reset."""
+    global _trace_on
+    cdef bint old = _trace_on
+    _trace_on = on
+    return old
+
+
+def _trace_reset():
+    """Clear the counts (and start the tick counter's calibration against the clock again)."""
+    global _trace_n, _trace_lost, _trace_t0
+    _trace_n = 0
+    _trace_lost = 0
+    clock_gettime(CLOCK_MONOTONIC, &_trace_c0)
+    _trace_t0 = dyn_ticks()
+
+
+def _trace_table():
+    """The counted products: a list of (op, m, n, k, path, float type, calls, seconds) where op is
+    'NN', 'TN', 'NT' or 'TT' (C m x n, inner dimension k) or 'gemv N' / 'gemv T' (A m x n), and
+    path the one gemm or gemv took (its name in _skinny_path, or 'regs', 'plain' or 'blas' for a
+    matrix-vector product); and the calls not counted (the table full)."""
+    cdef timespec c1
+    cdef unsigned long long t1 = dyn_ticks()
+    clock_gettime(CLOCK_MONOTONIC, &c1)
+    cdef double secs = (c1.tv_sec - _trace_c0.tv_sec) + (c1.tv_nsec - _trace_c0.tv_nsec) * 1e-9
+    cdef double per_tick = secs / max(<double>(t1 - _trace_t0), 1.0)
+    ops = ("NN", "TN", "NT", "TT", "gemv N", "gemv T")
+    names = _PATH_NAMES + ("regs", "plain")
+    rows = [(ops[e.op], e.m, e.n, e.k, names[e.path], ("float32", "float64")[e.dtype], e.calls,
+             e.ticks * per_tick) for e in _trace_rows[:_trace_n]]
+    return rows, _trace_lost
+
+
+cdef inline int _trace_op(char ta, char tb) noexcept nogil:
+    return (1 if ta == b'T' else 0) + (2 if tb == b'T' else 0)
+
+
 cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
                void* A, int lda, void* B, int ldb, double beta, void* C, int ldc) noexcept nogil:
+    cdef unsigned long long t0
+    if not _trace_on:
+        _gemm_run(dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+        return
+    t0 = dyn_ticks()
+    _gemm_run(dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+    _trace_add(_trace_op(ta, tb), m, n, k, _path_lda(_path(ta, tb, m, n, k), n, lda) if dtype == 0 else 0,
+               dtype, dyn_ticks() - t0)
+
+
+cdef void _gemm_run(int dtype, char ta, char tb, int m, int n, int k, double alpha,
+                    void* A, int lda, void* B, int ldb, double beta, void* C, int ldc) noexcept nogil:
     cdef float fa = alpha, fb = beta
     cdef int which
     if m == 0 or n == 0:
@@ -371,6 +524,12 @@ cdef void gemm(int dtype, char ta, char tb, int m, int n, int k, double alpha,
             return
         if which == 1:
             dyn_sgemm_nn(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
+            return
+        if which == 12:
+            dyn_sgemm_tn_dot(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
+            return
+        if which == 13:
+            dyn_sgemm_nn_few(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
             return
         if which == 2:
             dyn_sgemm_tn(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc)
@@ -409,13 +568,20 @@ def _set_bias_fused(bint on):
 cdef bint sgemm_bias(int m, int n, int k, float* A, int lda, float* B, int ldb, float* bias, float* C,
                      int ldc) noexcept nogil:
     """float32 C = A B + bias 1^T (bias: m entries, added to each of C's n columns) in one pass, where
-    gemm takes dyn_sgemm_nn for A B: the values of copying the bias into C's columns and then gemm
-    with beta = 1, without writing C twice and reading it back. False, C untouched, where gemm
-    takes another path."""
+    gemm takes dyn_sgemm_nn or dyn_sgemm_nn_few for A B: the values of copying the bias into C's
+    columns and then gemm with beta = 1, without writing C twice and reading it back. False, C
+    untouched, where gemm takes another path."""
     global _bias_taken
-    if not _bias_on or m == 0 or n == 0 or _path_lda(_path(b'N', b'N', m, n, k), n, lda) != 1:
+    cdef int which
+    if not _bias_on or m == 0 or n == 0:
         return False
-    dyn_sgemm_nn_bias(m, n, k, A, lda, B, ldb, bias, C, ldc)
+    which = _path_lda(_path(b'N', b'N', m, n, k), n, lda)
+    if which == 1:
+        dyn_sgemm_nn_bias(m, n, k, A, lda, B, ldb, bias, C, ldc)
+    elif which == 13:
+        dyn_sgemm_nn_few_bias(m, n, k, A, lda, B, ldb, bias, C, ldc)
+    else:
+        return False
     _bias_taken += 1
     return True
 
@@ -518,6 +684,24 @@ cdef bint adam_lowrank(int m, int n, int k, const float* A, int lda, const float
 
 cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
                void* x, double beta, void* y) noexcept nogil:
+    cdef unsigned long long t0
+    cdef int path
+    if not _trace_on:
+        _gemv_run(dtype, ta, m, n, alpha, A, lda, x, beta, y)
+        return
+    t0 = dyn_ticks()
+    _gemv_run(dtype, ta, m, n, alpha, A, lda, x, beta, y)
+    if dtype == 0 and _skinny_on and <long>m * n <= SMALL_GEMV_F32:
+        path = NPATHS              # (gemv's dispatch: its register loops, its plain ones, OpenBLAS)
+    elif <long>m * n <= SMALL:
+        path = NPATHS + 1
+    else:
+        path = 0
+    _trace_add(4 if ta == b'N' else 5, m, n, 1, path, dtype, dyn_ticks() - t0)
+
+
+cdef void _gemv_run(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
+                    void* x, double beta, void* y) noexcept nogil:
     cdef float fa = alpha, fb = beta
     cdef int one = 1
     if dtype == 0 and _skinny_on and <long>m * n <= SMALL_GEMV_F32:
@@ -709,6 +893,24 @@ def _set_narrow_nt(bint on):
     return old
 
 
+def _set_few(bint on):
+    """Measurements: A B through _fewgemm.h where _nn_few_shape takes it (on, the default) or
+    through the paths it would take without it (off); returns the previous setting."""
+    global _few_on
+    cdef bint old = _few_on
+    _few_on = on
+    return old
+
+
+def _set_dot(bint on):
+    """Measurements: A^T B through _dotgemm.h where _tn_dot_shape takes it (on, the default) or
+    through the paths it would take without it (off); returns the previous setting."""
+    global _dot_on
+    cdef bint old = _dot_on
+    _dot_on = on
+    return old
+
+
 def _set_packed_kc(int kc):
     """The stretch of k that _narrowgemm.h's packed A^T B copies into its buffer at a time (0: all
     of k at once); returns the previous value."""
@@ -743,13 +945,12 @@ def _skinny_path(str op, int m, int n, int k, int lda=0):
     """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' (dyn's
     kernels), 'nt-transposed' (OpenBLAS on the transposed product), 'cols' (a
     matrix-vector product per column), 'narrow', 'panels', 'long', 'packed' or 'narrow-nt'
-    (_narrowgemm.h) or 'blas'
+    (_narrowgemm.h), 'nt-tall' (_skinnygemm.h), 'dot' (_dotgemm.h) or 'blas'
     (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T), for an A of leading dimension lda (0:
     its rows, as stored without padding)."""
     if lda <= 0:
         lda = m if op[0] == "N" else k
-    return ("blas", "nn", "tn", "nt", "nt-transposed", "cols", "narrow", "panels",
-            "long", "packed", "narrow-nt", "nt-tall")[_path_lda(_path(ord(op[0]), ord(op[1]), m, n, k), n, lda)]
+    return _PATH_NAMES[_path_lda(_path(ord(op[0]), ord(op[1]), m, n, k), n, lda)]
 
 
 def _gemv(str path, str op, cnp.ndarray A, cnp.ndarray x, double alpha, double beta, cnp.ndarray y,
@@ -802,7 +1003,8 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
     (_skinnygemm.h, for its op), 'cols' (a matrix-vector product per column,
     NN and TN), 'narrow' (_narrowgemm.h, NN and TN), 'panels' (_narrowgemm.h, NN),
     'long' or 'packed' (_narrowgemm.h, TN), 'narrow-nt' (_narrowgemm.h, NT), 'nt-tall'
-    (_skinnygemm.h, NT) or 'auto' (gemm's
+    (_skinnygemm.h, NT), 'dot' (_dotgemm.h, TN with k >= 16), 'few' (_fewgemm.h, NN with m >= 16)
+    or 'auto' (gemm's
     dispatch); repeated reps
     times, returns the seconds per call (timed in C). dims = (m, n, k)
     multiplies the leading blocks of the arrays, whose first dimensions are then
@@ -827,15 +1029,19 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
         raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {op} of arrays "
                          f"{(<object>A).shape}, {(<object>B).shape}, {(<object>C).shape}")
     if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow", "panels", "long", "packed", "narrow-nt",
-                    "nt-tall"):
+                    "nt-tall", "dot", "few"):
         raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt, cols, narrow, panels, long, "
-                         f"packed, narrow-nt or nt-tall")
+                         f"packed, narrow-nt, nt-tall, dot or few")
     kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3, "cols": 5, "narrow": 6, "panels": 7,
-            "long": 8, "packed": 9, "narrow-nt": 10, "nt-tall": 11}[path]
+            "long": 8, "packed": 9, "narrow-nt": 10, "nt-tall": 11, "dot": 12, "few": 13}[path]
     if 0 < kind < 5 and path.upper() != op:
         raise ValueError(f"_gemm: path {path} is for op {path.upper()}, not {op}")
     if kind in (10, 11) and op != "NT":
         raise ValueError(f"_gemm: path {path} is for NT, not {op}")
+    if kind == 12 and (op != "TN" or k < 16):
+        raise ValueError(f"_gemm: path dot is for TN with k >= 16, not {op} with k = {k}")
+    if kind == 13 and (op != "NN" or m < 16):
+        raise ValueError(f"_gemm: path few is for NN with m >= 16, not {op} with m = {m}")
     if 5 <= kind < 10 and op == "NT":
         raise ValueError(f"_gemm: path {path} is for NN and TN")
     if (kind == 7 and op != "NN") or (kind in (8, 9) and op != "TN"):
@@ -868,6 +1074,10 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             if dyn_sgemm_tn_packed(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc,
                                    _packed_kc) != 0:
                 raise MemoryError("_gemm: the packed loop's buffer")
+        elif kind == 12:
+            dyn_sgemm_tn_dot(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
+        elif kind == 13:
+            dyn_sgemm_nn_few(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
         elif kind == 11:
             if dyn_sgemm_nt_tall(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc) != 0:
                 raise MemoryError("_gemm: the tall A B^T's buffer")
