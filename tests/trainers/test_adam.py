@@ -178,3 +178,53 @@ def test_dense_step_of_still_rows_is_bitwise_the_full_step(decay):
     assert mom[200, 3] == 0 and np.isinf(e_on[200, 3])
     assert (s_on["/_0#v"].reshape(301, 16)[40:100] > 0).all()
     assert (e_on[50] != e0[50].astype(np.float32)).any() == (decay > 0)
+
+
+@pytest.mark.parametrize("decay,clip", [(0.0, -1.0), (1e-3, -1.0), (0.0, 0.05)])
+def test_dense_step_of_unread_weights_is_bitwise_the_full_step(decay, clip):
+    """A dense parameter's elements whose gradient and first moment are zero (the rows of W that
+    nothing reads: here the bottom half of W x is never used) skip the square root and the
+    division of the step in stretches of 64 (dyn/_core/cpu/_fastopt.h, dyn_adam_f32): weights,
+    both moments and the gradient equal the full step's bit for bit, with DyNet's weight decay,
+    with clipping, with a tail past the last stretch, with a non-finite weight among them, and
+    with elements whose v is nonzero (as if read long ago, their first moment flushed to zero)."""
+    from dyn._core.cpu import optim
+    out = []
+    for still in (True, False):
+        old = optim._set_adam_still(still)
+        try:
+            rng = np.random.RandomState(7)
+            m = dy.ParameterCollection()
+            m.set_weight_decay(decay)
+            w0 = rng.randn(200, 13)
+            w0[150, 4] = np.inf                       # never read: stays inf, its moments zero
+            W = m.add_parameters((200, 13), init=w0)
+            t = dy.AdamTrainer(m, alpha=0.01)
+            t.set_clip_threshold(clip)
+            for step in range(6):
+                dy.renew_cg()
+                x = dy.inputVector(rng.randn(13))
+                dy.squared_norm(dy.pick_range(dy.parameter(W) * x, 0, 100)).backward()
+                t.update()
+                if step == 2:   # rows 100-179 as if read long ago: v > 0, m flushed to zero
+                    state = t.state_dict()
+                    v = state["/_0#v"].reshape(13, 200).T     # (column-major, as the weights)
+                    v[100:180] = rng.uniform(0.01, 1.0, (80, 13))
+                    state["/_0#v"] = v.T.reshape(-1)
+                    t.load_state_dict(state)
+            state = {k: np.array(v).copy() for k, v in t.state_dict().items() if isinstance(v, np.ndarray)}
+            out.append((W.as_array().copy(), W.grad_as_array().copy(), state))
+        finally:
+            optim._set_adam_still(old)
+    (w_on, g_on, s_on), (w_off, g_off, s_off) = out
+    np.testing.assert_array_equal(w_on, w_off)
+    np.testing.assert_array_equal(g_on, g_off)
+    assert set(s_on) == set(s_off) and len(s_on) >= 2
+    for k in s_off:
+        np.testing.assert_array_equal(s_on[k], s_off[k])
+    mom = s_on["/_0#m"].reshape(13, 200).T
+    v = s_on["/_0#v"].reshape(13, 200).T
+    assert (mom[100:] == 0).all() and (mom[:100] != 0).all()
+    assert (v[100:180] > 0).all() and (v[180:] == 0).all()
+    assert np.isinf(w_on[150, 4])
+    assert (w_on[100:140] != w0[100:140].astype(np.float32)).any() == (decay > 0)

@@ -85,24 +85,72 @@ static DYN_ALWAYS_INLINE int dyn_adam_plain(float gs, float l2, float d) {
     return dyn_adam_plain_on && gs == 1.0f && l2 == 0.0f && d == 1.0f;
 }
 
-/* Adam on n elements with gradient gi = g gs + l2 w; g is cleared. */
-DYN_CLONES_OPT static void dyn_adam_f32(float* restrict w, float* restrict g, float* restrict m,
-                                        float* restrict v, long n, float gs, float l2, float c1,
-                                        float c2, float alpha, float eps, float d) {
+static int dyn_adam_still = 1;   /* the still-stretch shortcuts on (the hook optim._set_adam_still) */
+
+/* Adam on n elements [i0, i1) with gradient gi = g gs + l2 w; g is cleared. */
+DYN_ALWAYS_INLINE void dyn_adam_span(float* restrict w, float* restrict g, float* restrict m,
+                                     float* restrict v, long i0, long i1, float gs, float l2, float c1,
+                                     float c2, float alpha, float eps, float d) {
     if (dyn_adam_plain(gs, l2, d)) {
-        for (long i = 0; i < n; i++) {
+        for (long i = i0; i < i1; i++) {
             w[i] = dyn_adam_elem1_f32(g[i], w[i], m + i, v + i, c1, c2, alpha, eps);
             g[i] = 0.0f;
         }
         return;
     }
-    for (long i = 0; i < n; i++) {
+    for (long i = i0; i < i1; i++) {
         w[i] = dyn_adam_elem_f32(dyn_adam_grad(g[i], gs, l2, w[i]), w[i], m + i, v + i, c1, c2, alpha, eps, d);
         g[i] = 0.0f;
     }
 }
 
-static int dyn_adam_still = 1;   /* dyn_adam_f32_nograd's shortcut on (the hook optim._set_adam_still) */
+/* Whether all of g[0..n) and m[0..n) are +0.0 (their bits zero) and w[0..n), v[0..n) finite. */
+DYN_ALWAYS_INLINE int dyn_adam_zero_still(const float* restrict w, const float* restrict g,
+                                          const float* restrict m, const float* restrict v, long n) {
+    const unsigned* gb = (const unsigned*)g;
+    const unsigned* mb = (const unsigned*)m;
+    unsigned bits = 0;
+    int finite = 1;
+    for (long j = 0; j < n; j++) {
+        bits |= gb[j] | mb[j];
+        finite &= (w[j] - w[j] == 0.0f) & (v[j] - v[j] == 0.0f);
+    }
+    return bits == 0 && finite;
+}
+
+/* Adam on n elements with gradient gi = g gs + l2 w; g is cleared.
+ *
+ * Without L2 regularisation an element whose gradient and first moment are both zero keeps its
+ * first moment and weight (alpha 0 / (sqrt(v) + eps) = 0): only v decays, and w by DyNet's weight
+ * decay d. Such elements are a weight's rows or columns that nothing in the graph reads, e.g. an
+ * N-ary Tree-LSTM's forget-gate rows of W_x (2H of its (3 + N)H rows at N = 2), which leaves never
+ * compute. Stretches of 64 of them (gradient and moment +0.0, weight and v finite) skip the square
+ * root and the division that bound this loop while the parameter is in cache, and write neither m
+ * nor g (already +0.0) nor, at d = 1, w; the first gradient entry of a stretch decides whether the
+ * others are looked at, so a stretch with a gradient costs one comparison more. The results are
+ * bitwise the full step's (v's update is the same expression with a zero gradient, as in
+ * dyn_adam_f32_nograd). */
+DYN_CLONES_OPT static void dyn_adam_f32(float* restrict w, float* restrict g, float* restrict m,
+                                        float* restrict v, long n, float gs, float l2, float c1,
+                                        float c2, float alpha, float eps, float d) {
+    const long S = 64;
+    long i = 0;
+    if (l2 == 0.0f && dyn_adam_still) {
+        for (; i + S <= n; i += S) {
+            if (*(const unsigned*)(g + i) != 0 || !dyn_adam_zero_still(w + i, g + i, m + i, v + i, S)) {
+                dyn_adam_span(w, g, m, v, i, i + S, gs, l2, c1, c2, alpha, eps, d);
+                continue;
+            }
+            float* restrict vi = v + i;
+            for (long j = 0; j < S; j++) vi[j] = vi[j] + c2 * (0.0f * 0.0f - vi[j]);
+            if (d != 1.0f) {
+                float* restrict wi = w + i;
+                for (long j = 0; j < S; j++) wi[j] = (wi[j] - 0.0f) * d;
+            }
+        }
+    }
+    dyn_adam_span(w, g, m, v, i, n, gs, l2, c1, c2, alpha, eps, d);
+}
 
 /* Whether any element of w[0..n), m[0..n), v[0..n) makes a step move: m nonzero, w or v not finite. */
 static DYN_ALWAYS_INLINE int dyn_adam_moving(const float* restrict w, const float* restrict m,
