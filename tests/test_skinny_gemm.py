@@ -613,3 +613,41 @@ def test_few_columns_rule(kernels_on):
         assert blas._skinny_path("NN", 640, 8, 256) == "nn"
     finally:
         assert blas._set_few(old) is False
+
+
+def test_transposed_matrix_vector_rule_and_the_product_trace(kernels_on):
+    """On processors with AVX-512 other than AMD's, A^T x of up to 3 2^16 elements (a Tree-LSTM's
+    640 x 128 and 640 x 256) runs in dyn's register loops, bit for bit the 'regs' path and
+    OpenBLAS's values to rounding; A x past 2^16 and A^T x past 3 2^16 stay with OpenBLAS; with
+    AMD's rules, A^T x past 2^16 too. The product trace records each call's shape and path, and
+    the time it took."""
+    rng = np.random.default_rng(11)
+    blas._trace(False)
+    blas._trace_reset()
+    for (m, n, op, path) in [(640, 256, "T", "regs"), (640, 128, "T", "regs"), (1024, 256, "T", "blas"),
+                             (640, 256, "N", "blas"), (256, 256, "N", "regs")]:
+        A = np.asfortranarray(rng.standard_normal((m, n), dtype=np.float32))
+        x = rng.standard_normal(m if op == "T" else n, dtype=np.float32)
+        got = np.zeros(n if op == "T" else m, np.float32)
+        want, ref = got.copy(), got.copy()
+        old = blas._trace(True)
+        blas._gemv("auto", op, A, x, 1.0, 0.0, got)
+        blas._trace(old)
+        blas._gemv(path, op, A, x, 1.0, 0.0, want)
+        blas._gemv("blas", op, A, x, 1.0, 0.0, ref)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(m))
+        rows, lost = blas._trace_table()
+        assert lost == 0 and rows[-1][:5] == ("gemv " + op, m, n, 1, path), rows[-1]
+        assert rows[-1][5:7] == ("float32", 1) and rows[-1][7] > 0
+    blas._set_amd_rules(True)
+    try:
+        old = blas._trace(True)
+        A = np.asfortranarray(rng.standard_normal((640, 128), dtype=np.float32))
+        blas._gemv("auto", "T", A, np.ones(640, np.float32), 1.0, 0.0, np.zeros(128, np.float32))
+        blas._trace(old)
+        assert ("gemv T", 640, 128, 1, "blas") in [r[:5] for r in blas._trace_table()[0]]
+    finally:
+        blas._set_amd_rules(False)
+    blas._trace_reset()
+    assert blas._trace_table() == ([], 0)

@@ -109,6 +109,37 @@ cdef bint skinny_on() noexcept nogil:
     return _skinny_on
 
 
+cdef enum:
+    GEMV_T_REGS_INTEL = 3 << 16     # (a Tree-LSTM's 640 x 256 U: 163,840 elements)
+
+cdef long _gemv_t_regs = 0      # (0: this machine's rule below; _set_gemv_t_regs)
+
+
+cdef inline long _gemv_regs_max(char ta) noexcept nogil:
+    """The largest float32 matrix (elements) whose y = A x (ta 'N') or y = A^T x ('T') runs in dyn's
+    register loops where they are on; OpenBLAS's sgemv past it. A^T x: up to 3 2^16 elements on
+    processors with AVX-512 other than AMD's, where OpenBLAS's time over the loops' was 1.2-1.5 for
+    a Tree-LSTM's 640 x 128 blocks of U and 0.9-1.2 for its whole 640 x 256 (medians of 200
+    alternating calls, hot and with 1 MB streamed between calls), and the sparse Tree-LSTM trained
+    1.009x as fast (paired item by item); an RNN LM's 1,024 x 256 W_h at minibatch 1 (2^18) ran
+    1.18-1.43x as fast alone but the LM 0.993x, so it stays with OpenBLAS. Up to 2^16 elsewhere,
+    as A x everywhere (past it, OpenBLAS's time over the loops' was 0.67-1.18 there)."""
+    if ta != b'T':
+        return SMALL_GEMV_F32
+    if _gemv_t_regs:
+        return _gemv_t_regs
+    return SMALL_GEMV_F32 if _amd_on else GEMV_T_REGS_INTEL
+
+
+def _set_gemv_t_regs(long n):
+    """Measurements: the largest A (elements) whose float32 A^T x runs in dyn's register loops
+    (0: this machine's rule); returns the previous setting."""
+    global _gemv_t_regs
+    cdef long old = _gemv_t_regs
+    _gemv_t_regs = n if n > 0 else 0
+    return old
+
+
 cdef inline bint _nt_tall_shape(int m, int n, int k) noexcept nogil:
     """Whether A B^T (C m x n, k columns) is one dyn_sgemm_nt_tall takes where its rules are on
     (_skinny's 11; _lr_shape holds back the same shapes)."""
@@ -691,7 +722,7 @@ cdef void gemv(int dtype, char ta, int m, int n, double alpha, void* A, int lda,
         return
     t0 = dyn_ticks()
     _gemv_run(dtype, ta, m, n, alpha, A, lda, x, beta, y)
-    if dtype == 0 and _skinny_on and <long>m * n <= SMALL_GEMV_F32:
+    if dtype == 0 and _skinny_on and <long>m * n <= _gemv_regs_max(ta):
         path = NPATHS              # (gemv's dispatch: its register loops, its plain ones, OpenBLAS)
     elif <long>m * n <= SMALL:
         path = NPATHS + 1
@@ -704,7 +735,7 @@ cdef void _gemv_run(int dtype, char ta, int m, int n, double alpha, void* A, int
                     void* x, double beta, void* y) noexcept nogil:
     cdef float fa = alpha, fb = beta
     cdef int one = 1
-    if dtype == 0 and _skinny_on and <long>m * n <= SMALL_GEMV_F32:
+    if dtype == 0 and _skinny_on and <long>m * n <= _gemv_regs_max(ta):
         if ta == b'N':
             dyn_gemv_n_f32(m, n, fa, <float*>A, lda, <float*>x, fb, <float*>y)
         else:
