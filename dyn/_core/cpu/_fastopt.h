@@ -213,46 +213,76 @@ DYN_CLONES_OPT static double dyn_dot_f64(const double* restrict a, const double*
     return s;
 }
 /* The lazy Adam catch-up of one float32 row (dyn/_core/train/catchup.pyx, whose
- * scalar loop this vectorises; the arithmetic per element is the same).
+ * scalar loop this vectorises; the arithmetic per element is that of _adam_idle_sum).
  *
  * dyn_adam_catchup_range_f32: over the elements with m != 0, the smallest
  * sqrt(v) that is >= thrA (series A) and the largest that is <= thrB
- * (series B); -1 where there is none. */
+ * (series B); -1 where there is none. a0 (n doubles, or 0): every element's
+ * sqrt(v), for dyn_adam_catchup_a_f32. */
 DYN_CLONES_OPT static void dyn_adam_catchup_range_f32(const float* restrict v, const float* restrict m,
                                                      int n, double thrA, double thrB, double* minA,
-                                                     double* maxB) {
+                                                     double* maxB, double* restrict a0) {
     double lo = 1e300, hi = -1.0;
 #pragma omp simd reduction(min : lo) reduction(max : hi)
     for (int i = 0; i < n; i++) {
-        double a0 = sqrt((double)v[i]);
+        double r = sqrt((double)v[i]);
         int on = m[i] != 0.0f;
-        double ca = (on && a0 >= thrA) ? a0 : 1e300;
-        double cb = (on && a0 <= thrB) ? a0 : -1.0;
+        double ca = (on && r >= thrA) ? r : 1e300;
+        double cb = (on && r <= thrB) ? r : -1.0;
         lo = ca < lo ? ca : lo;
         hi = cb > hi ? cb : hi;
+        if (a0) a0[i] = r;
     }
     *minA = lo < 1e300 ? lo : -1.0;
     *maxB = hi;
 }
 
-/* acc[i] = the idle-step sum of element i under series A, for every element
- * with m != 0 and sqrt(v) >= thrA (sum_n S[n] (-eps/a0)^n / a0, Horner); 0
- * where m == 0. Returns how many elements are in neither case: their acc is
- * left for the caller's scalar pass (series B or the step-by-step replay). */
-DYN_CLONES_OPT static int dyn_adam_catchup_a_f32(const float* restrict v, const float* restrict m, int n,
-                                                const double* restrict S, int nS, double eps,
-                                                double thrA, double* restrict acc) {
+/* acc[i] = the idle-step sum of element i under series A, for every element with
+ * m != 0 and a0 = sqrt(v) >= thrA (sum_n S[n] (-eps/a0)^n / a0, Horner); 0 where
+ * m == 0. acc holds each element's a0 on entry (dyn_adam_catchup_range_f32's) and
+ * is overwritten. Returns how many elements are in neither case: their acc is
+ * left for the caller's scalar pass (series B or the step-by-step replay).
+ * Eight elements at a time, the Horner steps across them (one vector operation
+ * each), 1 / a0 once per element; the last n % 8 in one more pass over a block
+ * that ends at n, whose elements already done are not written again. */
+typedef double dyn_v8d __attribute__((vector_size(64)));
+typedef double dyn_v8du __attribute__((vector_size(64), aligned(8)));
+typedef long dyn_v8l __attribute__((vector_size(64)));
+
+DYN_ALWAYS_INLINE int dyn_adam_catchup_a8(const float* restrict m, const double* restrict S, int nS,
+                                          double eps, double thrA, double* acc, int i0, int from) {
+    dyn_v8d a = *(const dyn_v8du*)(acc + i0);
+    dyn_v8d r = 1.0 / a;
+    dyn_v8d y = eps * r;
+    dyn_v8d h = (dyn_v8d){0} + (nS > 0 ? S[nS - 1] : 0.0);
+    for (int j = nS - 2; j >= 0; j--) h = S[j] - y * h;
+    dyn_v8d out = h * r;
     int rest = 0;
-#pragma omp simd reduction(+ : rest)
-    for (int i = 0; i < n; i++) {
-        double a0 = sqrt((double)v[i]);
-        double y = eps / a0;
-        double h = nS > 0 ? S[nS - 1] : 0.0;
-        for (int j = nS - 2; j >= 0; j--) h = S[j] - y * h;
-        int on = m[i] != 0.0f;
-        int isA = on && a0 >= thrA;
-        acc[i] = isA ? h / a0 : 0.0;
-        rest += on && !isA;
+    for (int l = 0; l < 8; l++) {      /* (lanes before from: done by the block before) */
+        int on = m[i0 + l] != 0.0f;
+        int isA = on && a[l] >= thrA;
+        if (l >= from) {
+            acc[i0 + l] = isA ? out[l] : 0.0;
+            rest += on && !isA;
+        }
+    }
+    return rest;
+}
+
+DYN_CLONES_OPT static int dyn_adam_catchup_a_f32(const float* restrict m, int n, const double* restrict S,
+                                                int nS, double eps, double thrA, double* acc) {
+    int rest = 0, i = 0;
+    for (; i + 8 <= n; i += 8) rest += dyn_adam_catchup_a8(m, S, nS, eps, thrA, acc, i, 0);
+    if (i < n) {
+        if (n >= 8) {
+            rest += dyn_adam_catchup_a8(m, S, nS, eps, thrA, acc, n - 8, 8 - (n - i));
+        } else {                     /* a row of fewer than eight elements */
+            double a[8] __attribute__((aligned(64))) = {1, 1, 1, 1, 1, 1, 1, 1};
+            float mm[8] = {0};
+            for (int l = 0; l < n; l++) { a[l] = acc[l]; mm[l] = m[l]; }
+            rest = dyn_adam_catchup_a8(mm, S, nS, eps, thrA, a, 0, 0);
+            for (int l = 0; l < n; l++) acc[l] = a[l];
+        }
     }
     return rest;
 }

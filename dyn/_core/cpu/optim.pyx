@@ -30,9 +30,9 @@ cdef extern from "_fastopt.h" nogil:
     int dyn_adam_still
     int dyn_adam_plain_on
     void dyn_adam_catchup_range_f32(const float* v, const float* m, int n, double thrA, double thrB,
-                                    double* minA, double* maxB)
-    int dyn_adam_catchup_a_f32(const float* v, const float* m, int n, const double* S, int nS, double eps,
-                               double thrA, double* acc)
+                                    double* minA, double* maxB, double* a0)
+    int dyn_adam_catchup_a_f32(const float* m, int n, const double* S, int nS, double eps, double thrA,
+                               double* acc)
     void dyn_adam_catchup_apply_f32(float* w, float* m, float* v, int n, const double* acc, double D,
                                     double P1, double P2)
 
@@ -308,14 +308,15 @@ cdef inline void _smorms3_field(double M, double lp, double a0, double* out) noe
     out[1] = F2 - 0.5 * F1 / (M * (M + 1))
 
 
-cdef void _series_terms(HP* h, real* v, real* m, int n, long k, int* nS, int* nR) noexcept:
+cdef void _series_terms(HP* h, real* v, real* m, int n, long k, int* nS, int* nR, double* roots) noexcept:
     """Terms of Adam's two catch-up series this row needs for 1e-17: the
-    largest ratio of each series over the row's elements fixes the count."""
+    largest ratio of each series over the row's elements fixes the count. roots (float32 rows: n
+    doubles, or NULL): every element's sqrt(v), for _adam_row_f32."""
     cdef int i, J = <int>(k if k < h.K else h.K)
     cdef double sq2 = sqrt(h.b2), bJ = pow(sq2, J), thrA = 8 * h.eps / bJ, thrB = h.eps / (8 * sq2)
     cdef double a0, lo = 1e300, hi = -1.0
     if real is float:      # one vector pass
-        dyn_adam_catchup_range_f32(v, m, n, thrA, thrB, &lo, &hi)
+        dyn_adam_catchup_range_f32(v, m, n, thrA, thrB, &lo, &hi, roots)
     else:
         for i in range(n):
             if m[i] == 0:
@@ -368,17 +369,18 @@ cdef enum:
     CATCH_VEC = 1024     # float32 rows up to this size take the vector passes (stack scratch)
 
 
-cdef int _adam_row_f32(PState s, Coef* c, float* w, float* s0, float* s1, int n, long t0, long t) except -1:
+cdef int _adam_row_f32(PState s, Coef* c, float* w, float* s0, float* s1, int n, long t0, long t,
+                       double* acc) except -1:
     """_catch_row_t's Adam case for a float32 row in vector passes: series A for
     every element it covers (_fastopt.h, the arithmetic of _adam_idle_sum),
-    _adam_idle_sum for the rest, then one pass applying the sums."""
+    _adam_idle_sum for the rest, then one pass applying the sums. acc: n doubles
+    holding each element's sqrt(v) (_series_terms), overwritten with its sum."""
     cdef HP* h = &s.hyper.c
-    cdef double acc[CATCH_VEC]
     cdef double* buf = NULL
     cdef double a0
     cdef int i, rest
     if c.J > 0:
-        rest = dyn_adam_catchup_a_f32(s1, s0, n, c.S, c.nS, h.eps, c.thrA, acc)
+        rest = dyn_adam_catchup_a_f32(s0, n, c.S, c.nS, h.eps, c.thrA, acc)
         for i in range(n if rest else 0):
             a0 = sqrt(<double>s1[i])
             if s0[i] != 0.0 and a0 < c.thrA:
@@ -398,8 +400,10 @@ cdef int _catch_row_t(PState s, real* w, real* s0, real* s1, real* s2, int n, lo
     cdef long k = t - t0
     cdef double m0, acc, gm, g2, M
     cdef double* buf = NULL
+    cdef double roots[CATCH_VEC]      # (a float32 row's sqrt(v), then its sums: _adam_row_f32)
+    cdef bint vec = real is float and n <= CATCH_VEC
     if h.exact and h.rule == ADAM:
-        _series_terms(h, s1, s0, n, k, &nS, &nR)
+        _series_terms(h, s1, s0, n, k, &nS, &nR, roots if vec else NULL)
     c = _coef(s, t0, t, nS, nR, NULL, NULL)
     if not h.exact or not _moves_idle(h.rule):
         if c.D != 1.0:
@@ -423,8 +427,8 @@ cdef int _catch_row_t(PState s, real* w, real* s0, real* s1, real* s2, int n, lo
             s1[i] *= c.P2
     elif h.rule == ADAM:
         if real is float:
-            if n <= CATCH_VEC:
-                return _adam_row_f32(s, c, w, s0, s1, n, t0, t)
+            if vec:
+                return _adam_row_f32(s, c, w, s0, s1, n, t0, t, roots)
         for i in range(n):
             m0 = s0[i]
             acc = _adam_idle_sum(s, c, sqrt(<double>s1[i]), t0, t, &buf) if m0 != 0.0 and c.J > 0 else 0.0
