@@ -272,3 +272,106 @@ def test_static_graph_reuse_reads_caught_up_rows(float64, name):
     (seen_sparse, e_sparse), (seen_dense, e_dense) = train(True), train(False)
     assert _max_rel(seen_sparse, seen_dense) < 1e-10  # every recomputed value agrees
     assert _max_rel(e_sparse, e_dense) < 1e-10
+
+
+@pytest.mark.parametrize("name", ["AdamTrainer", "MomentumSGDTrainer"])
+def test_deferred_catch_up_is_bitwise_the_immediate_one(name):
+    """Lookups note their idle rows as pending and the next forward pass catches them up (their
+    memory fetched towards the caches meanwhile): tables, optimizer state and losses are bit for bit
+    those of catching each row up as it is looked up, in float32, with rows idle for 1 to
+    hundreds of steps, repeated rows and lookup_batch."""
+    from dyn._core.train import catchup
+
+    out = []
+    for deferred in (True, False):
+        old = catchup._set_deferred(deferred)
+        try:
+            rng = np.random.RandomState(3)
+            m = dy.ParameterCollection()
+            E = m.add_lookup_parameters((VOCAB, 8), init=rng.uniform(-1.0, 1.0, (VOCAB, 8)))
+            W = m.add_parameters((5, 8), init=rng.uniform(-1.0, 1.0, (5, 8)))
+            t = getattr(dy, name)(m)
+            t.set_sparse_updates(True)
+            p = np.arange(1, VOCAB + 1.0) ** -1.1
+            p /= p.sum()
+            losses = []
+            for i in range(300):
+                dy.renew_cg()
+                words = [int(w) for w in rng.choice(VOCAB, 4, p=p)]
+                h = dy.esum([E[w] for w in words[:3]] + [dy.sum_batches(E.batch(words[2:]))])
+                loss = dy.pickneglogsoftmax(dy.parameter(W) * dy.tanh(h), int(rng.randint(5)))
+                losses.append(loss.value())
+                loss.backward()
+                t.update()
+            state = {k: np.array(v) for k, v in t.state_dict().items() if isinstance(v, np.ndarray)}
+            out.append((E.as_array(), W.as_array(), np.array(losses), state))
+        finally:
+            catchup._set_deferred(old)
+    (e1, w1, l1, s1), (e0, w0, l0, s0) = out
+    np.testing.assert_array_equal(e1, e0)
+    np.testing.assert_array_equal(w1, w0)
+    np.testing.assert_array_equal(l1, l0)
+    assert set(s1) == set(s0)
+    for k in s0:
+        np.testing.assert_array_equal(s1[k], s0[k])
+
+
+def test_pending_rows_are_caught_up_before_any_read():
+    """A lookup leaves its idle row pending (not yet caught up); the next forward pass, a read of the
+    whole table and the table's own step each bring pending rows up to date first, so that no value
+    is ever read from a stale row (checked against catching up at once)."""
+    from dyn._core.train import catchup
+
+    def model():
+        m = dy.ParameterCollection()
+        E = m.add_lookup_parameters((10, 4), init=np.arange(40.0).reshape(10, 4) / 40)
+        t = dy.AdamTrainer(m, alpha=0.05)
+        t.set_sparse_updates(True)
+        for _ in range(5):               # rows 1 and 2 take steps, then sit idle
+            dy.renew_cg()
+            dy.sum_elems(dy.esum([E[1], E[2]])).backward()
+            t.update()
+        for _ in range(7):               # only row 0 moves
+            dy.renew_cg()
+            dy.sum_elems(E[0]).backward()
+            t.update()
+        return E, t
+
+    E, t = model()
+    old = catchup._set_deferred(False)
+    try:
+        dy.renew_cg()
+        want = E[1].npvalue(), E[2].npvalue()
+    finally:
+        catchup._set_deferred(old)
+    # a forward pass
+    E, t = model()
+    dy.renew_cg()
+    x = E[1]
+    assert catchup._pending_rows() == {E.name(): [1]}
+    np.testing.assert_array_equal(x.npvalue(), want[0])
+    assert catchup._pending_rows() == {}
+    # the whole table read
+    E, t = model()
+    dy.renew_cg()
+    E[2]
+    assert catchup._pending_rows() == {E.name(): [2]}
+    np.testing.assert_array_equal(E.as_array()[2], want[1])
+    assert catchup._pending_rows() == {}
+    # the table's step, with no forward pass in between: rows 1 and 2 current before row 1 steps
+    E, t = model()
+    dy.renew_cg()
+    E[1], E[2]
+    E2, t2 = model()
+    old = catchup._set_deferred(False)
+    try:
+        dy.renew_cg()
+        E2[1], E2[2]
+    finally:
+        catchup._set_deferred(old)
+    for table, trainer in ((E, t), (E2, t2)):
+        dy.renew_cg()
+        dy.sum_elems(table[1]).backward()
+        trainer.update()
+    assert catchup._pending_rows() == {}
+    np.testing.assert_array_equal(E.as_array(), E2.as_array())

@@ -185,6 +185,10 @@ cdef ABSpec* ab_spec(int op) noexcept nogil
 cdef int set_autobatch(int op, int flags, unsigned int share=*, int iamask=*, ab_arg_fn argfn=*,
                        ab_fix_fn fix=*, unsigned int ptrargs=*) except -1
 cdef int set_autobatch_engine(ab_fwd_hook f, ab_bwd_hook b, ab_reset_hook r) except -1
+# Work a forward pass needs done before any node runs (the trainers' deferred catch-up of idle
+# lookup rows, dyn/_core/train/catchup.pyx), set by its owner; called as each forward starts.
+ctypedef int (*fwd_prelude_fn)() except -1
+cdef int set_forward_prelude(fwd_prelude_fn f) except -1
 cdef bint autobatch_active() noexcept nogil
 cdef int exec_node(int i) except -1
 cdef int check_finite(int i) except -1

@@ -20,6 +20,7 @@ cdef ABSpec ABT[256]
 cdef ab_fwd_hook AB_FWD = NULL
 cdef ab_bwd_hook AB_BWD = NULL
 cdef ab_reset_hook AB_RESET = NULL
+cdef fwd_prelude_fn FWD_PRELUDE = NULL
 cdef int AB_ENABLED = 0     # this graph runs through the autobatching engine
 cdef int NK = 0
 cdef dict OPCODES = {}
@@ -425,6 +426,11 @@ cdef int set_autobatch_engine(ab_fwd_hook f, ab_bwd_hook b, ab_reset_hook r) exc
     AB_FWD, AB_BWD, AB_RESET = f, b, r
     return 0
 
+cdef int set_forward_prelude(fwd_prelude_fn f) except -1:
+    global FWD_PRELUDE
+    FWD_PRELUDE = f
+    return 0
+
 cdef bint autobatch_active() noexcept nogil:
     return AB_ENABLED != 0 and AB_FWD != NULL
 
@@ -624,6 +630,8 @@ cdef int forward_to(int nid) except -1:
         raise RuntimeError("dyn: node %d is not in the current graph" % nid)
     if nid < G.computed:
         return 0
+    if FWD_PRELUDE != NULL:
+        FWD_PRELUDE()
     if AB_ENABLED and AB_FWD != NULL:
         return AB_FWD(nid)
     for i in range(G.computed, nid + 1):

@@ -55,6 +55,10 @@ cdef class PState:
     cdef char* sp[3]                 # data of arrays (fixed-size, never reallocated)
     cdef cnp.int64_t* lastp
     cdef public object device        # the pool's device name ("CPU": host arrays)
+    cdef int* pend                   # rows looked up but not yet caught up (see "Deferred catch-up")
+    cdef int npend, cpend
+    cdef bint listed                 # in the list of states with pending rows
+    cdef unsigned char* pflag        # nrows flags: row pending
     cdef _reset_cache(self)
     cdef double* _seg(self) noexcept
     cdef _advance(self)
@@ -67,6 +71,8 @@ cdef double* _replay_buf(PState s, long t0, long t, int J) except NULL
 # Row r of s's table brought to step t; every row of it brought to its current step.
 cdef int catch_row(PState s, int r, long t) except -1
 cdef int catch_all(PState s) except -1
+# The rows of s looked up since its last flush, caught up now (before its step, for instance).
+cdef int flush_pending(PState s) except -1
 
 
 cdef inline bint _moves_idle(int rule) noexcept:

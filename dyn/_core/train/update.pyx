@@ -14,7 +14,7 @@ from dyn._core.core.expr cimport Pool, ParamExpr
 from dyn._core.core.graph cimport (Touch, Graph, cg, lr_find, lr_flush, lr_materialize, lr_mark_zero,
                                    LR_PENDING, LR_ZERO)
 from dyn._core.train.catchup cimport (HP, PState, OptKernels, opt_kernels, catch_row_k, catch_all, EG, ADAM,
-                                      raise_opt_error)
+                                      raise_opt_error, flush_pending)
 
 cnp.import_array()
 
@@ -81,6 +81,7 @@ cdef int _param_step(PState s, bint sparse) except -1:
             lr_mark_zero(p.pool.gb + p.off * p.pool.itemsize, p.size)   # (the step zeroed it)
         return 0
     tc = p.touch_ptr()
+    flush_pending(s)                # (rows looked up since the last forward pass: up to date first)
     if sparse and not tc.all:
         s._advance()
         last = s.lastp
