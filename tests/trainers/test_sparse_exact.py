@@ -295,7 +295,7 @@ def test_deferred_catch_up_is_bitwise_the_immediate_one(name):
             p = np.arange(1, VOCAB + 1.0) ** -1.1
             p /= p.sum()
             losses = []
-            for i in range(300):
+            for _ in range(300):
                 dy.renew_cg()
                 words = [int(w) for w in rng.choice(VOCAB, 4, p=p)]
                 h = dy.esum([E[w] for w in words[:3]] + [dy.sum_batches(E.batch(words[2:]))])
