@@ -324,3 +324,40 @@ def test_float32_wide_minibatch_backward_through_wh_transposed(device, autobatch
         for a, b in zip(gp, gf):
             assert np.abs(a).max() > 0
             np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-5 * np.abs(a).max())
+
+
+@pytest.mark.parametrize("cls", ["VanillaLSTMBuilder", "SparseLSTMBuilder", "CompactVanillaLSTMBuilder"])
+@pytest.mark.parametrize("start", ["initial", "continued", "batched"])
+def test_transduce_makes_the_graph_of_the_general_path(float64, cls, start):
+    """transduce over one fused layer with no dropout skips the builder's per-layer bookkeeping:
+    it must make the very nodes the general path makes (add_inputs' outputs), in the same order,
+    with the same values and gradients; with dropout or two layers it takes the general path."""
+    from dyn._core.core.graph import describe
+
+    m = dy.ParameterCollection()
+    lstm = getattr(dy, cls)(1, 3, 4, m)
+    E = m.add_lookup_parameters((10, 3))
+    runs = []
+    for fast in (True, False):
+        dy.renew_cg()
+        s = lstm.initial_state()
+        if start == "continued":
+            s = s.add_input(E[9])
+        xs = [dy.lookup_batch(E, [i, i + 1]) if start == "batched" else E[i] for i in range(5)]
+        hs = s.transduce(xs) if fast else [st.output() for st in s.add_inputs(xs)]
+        loss = dy.sum_batches(dy.sum_elems(dy.esum(hs)))
+        v = loss.value()
+        loss.backward()
+        runs.append((describe(), v, [p.grad_as_array().copy() for p in m.parameters_list()]))
+        for p in m.parameters_list() + m.lookup_parameters_list():
+            p.scale_gradient(0.0)
+    (d1, v1, g1), (d0, v0, g0) = runs
+    assert d1 == d0
+    assert v1 == v0
+    for a, b in zip(g1, g0):
+        np.testing.assert_array_equal(a, b)
+    # dropout: the general path (its masks), which the fast one does not make
+    lstm.set_dropouts(0.3, 0.2)
+    dy.renew_cg()
+    hs = lstm.initial_state().transduce([E[i] for i in range(3)])
+    assert len(hs) == 3 and any(op == "random_bernoulli" for op, _, _ in describe(labels=True))
