@@ -217,7 +217,9 @@ class TreeBuilderBase:
     def compose(self, children, x=None):
         """The TreeState of a node with the given child states (in order) and
         an optional input x (an Expression, batched or not)."""
-        g = self._graph()
+        g = self._cg
+        if g is None or g.stamp != _cg_stamp():      # (_graph's own first test, inline: once a node)
+            g = self._graph()
         if self._one_fused_node and not (self.rates["x"] or self.rates["h"]):  # the common case
             return _k.compose_fused(
                 self, g.version, children, x, self._mode, g.fused or self._fused(g), self.forget_bias
