@@ -422,6 +422,14 @@ cdef Coef* _coef(PState s, long t0, long t, int nS, int nR, double* buf, Coef* i
         pw = H._powers()
         g = <long>sg[3]
         H._bias_upto(t0 + J + g + 1)
+        if t0 + J + g < H.nbias:    # every c_j / lr in the bias table: dot products with its slice
+            cj = sg[1]
+            c.A = cj * dyn_dot_f64(H.biasp + t0 + 1 + g, pw, J)
+            for n in range(nS):
+                c.S[n] = cj * dyn_dot_f64(H.biasp + t0 + 1 + g, pw + <long>(1 + n) * h.K, J)
+            for n in range(nR):
+                c.R[n] = cj * dyn_dot_f64(H.biasp + t0 + 1 + g, pw + <long>(1 + NSER + n) * h.K, J)
+            return c
         for j in range(J):
             tau = t0 + 1 + j + g
             H.cbufp[j] = sg[1] * (H.biasp[tau] if tau < H.nbias else 1.0)
