@@ -192,3 +192,32 @@ def test_rounds_take_medians_and_show_the_range():
     assert run.spread([1.95, 2.3, 2.1]) == " (1.95–2.30)"
     assert run.spread([2.1, None]) == ""
     assert run.spread([0.9981, 1.0042], "%.3f") == " (0.998–1.004)"
+
+
+def test_paired_switch_and_product_trace_run_on_a_task(tmp_path):
+    """bench/paired.py trains each item with a switch on and off (both speeds and their ratio, the
+    switch left on after); bench/gemm_trace.py prints the products of a task's training steps with
+    their paths."""
+    import subprocess
+    import sys
+
+    data = _tiny_sst(tmp_path / "data")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=ROOT)
+    for switch in ("dot", "deferred-catchup", "adam-still", "gemv-t"):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "paired.py"), switch, "treelstm", str(data),
+                            "--sparse", "--items", "6", "--warm", "2"], capture_output=True, text=True,
+                           timeout=300, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        kv = dict(w.split("=", 1) for w in r.stdout.split() if "=" in w)
+        on, off, ratio = float(kv["on"]), float(kv["off"]), float(kv["on/off"])
+        assert on > 0 and off > 0 and abs(ratio - on / off) < 1e-3 * ratio and kv["switch"] == switch
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "paired.py"), "nonsense", "treelstm", str(data)],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode != 0 and "unknown switch" in r.stderr
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gemm_trace.py"), "treelstm", str(data),
+                        "--items", "4", "--top", "5"], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    table = r.stdout.split("# products in training:")[-1].splitlines()
+    assert table[0].strip().startswith("4 items") and table[1].split()[:4] == ["op", "m", "n", "k"]
+    rows = [line.split() for line in table[2:] if line.strip()]
+    assert rows and all(float(row[-3]) > 0 for row in rows)
