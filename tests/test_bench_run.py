@@ -203,16 +203,16 @@ def test_paired_switch_and_product_trace_run_on_a_task(tmp_path):
 
     data = _tiny_sst(tmp_path / "data")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=ROOT)
+    paired = os.path.join(ROOT, "bench", "paired.py")
     for switch in ("dot", "deferred-catchup", "adam-still", "gemv-t"):
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "paired.py"), switch, "treelstm", str(data),
-                            "--sparse", "--items", "6", "--warm", "2"], capture_output=True, text=True,
-                           timeout=300, env=env)
+        r = subprocess.run([sys.executable, paired, switch, "treelstm", str(data), "--sparse", "--items", "6",
+                            "--warm", "2"], capture_output=True, text=True, timeout=300, env=env)
         assert r.returncode == 0, r.stderr[-2000:]
         kv = dict(w.split("=", 1) for w in r.stdout.split() if "=" in w)
         on, off, ratio = float(kv["on"]), float(kv["off"]), float(kv["on/off"])
         assert on > 0 and off > 0 and abs(ratio - on / off) < 1e-3 * ratio and kv["switch"] == switch
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "paired.py"), "nonsense", "treelstm", str(data)],
-                       capture_output=True, text=True, timeout=300, env=env)
+    r = subprocess.run([sys.executable, paired, "nonsense", "treelstm", str(data)], capture_output=True, text=True,
+                       timeout=300, env=env)
     assert r.returncode != 0 and "unknown switch" in r.stderr
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gemm_trace.py"), "treelstm", str(data),
                         "--items", "4", "--top", "5"], capture_output=True, text=True, timeout=300, env=env)
