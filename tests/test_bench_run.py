@@ -211,8 +211,8 @@ def test_paired_switch_and_product_trace_run_on_a_task(tmp_path):
         kv = dict(w.split("=", 1) for w in r.stdout.split() if "=" in w)
         on, off, ratio = float(kv["on"]), float(kv["off"]), float(kv["on/off"])
         assert on > 0 and off > 0 and abs(ratio - on / off) < 1e-3 * ratio and kv["switch"] == switch
-    r = subprocess.run([sys.executable, paired, "nonsense", "treelstm", str(data)], capture_output=True, text=True,
-                       timeout=300, env=env)
+    r = subprocess.run([sys.executable, paired, "nonsense", "treelstm", str(data)], capture_output=True,
+                       text=True, timeout=300, env=env)
     assert r.returncode != 0 and "unknown switch" in r.stderr
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gemm_trace.py"), "treelstm", str(data),
                         "--items", "4", "--top", "5"], capture_output=True, text=True, timeout=300, env=env)
