@@ -20,31 +20,11 @@
 #include "_skinnygemm.h"   /* dyn_v16, dyn_sk_ld, dyn_sk_st, dyn_sk_split, the clones */
 
 /* NR x 16 rows by NJ columns of C = alpha A B + beta C (C: the block's first entry, ld ldc), plus
- * the bias's entries for these rows in every column where bias is not 0 (the sum rounded as C's
- * entry would be with beta = 1: as dyn_sk_nn_block). The columns of A stream in order: no
- * prefetch. */
+ * the bias's entries for these rows in every column where bias is not 0: _skinnygemm.h's block,
+ * with no panel fetched ahead (the columns of A stream in order). */
 DYN_SK_INLINE void dyn_fg_block(int NR, int NJ, int k, const float* A, int lda, const float* B, int ldb,
                                 float alpha, float beta, const float* bias, float* C, int ldc) {
-    dyn_v16 acc[8][6];
-    for (int a = 0; a < NR; a++)
-        for (int b = 0; b < NJ; b++) acc[a][b] = (dyn_v16){0};
-    for (int p = 0; p < k; p++) {
-        const float* ap = A + (long)p * lda;
-        dyn_v16 x[8];
-        for (int a = 0; a < NR; a++) x[a] = dyn_sk_ld(ap + 16 * a);
-        for (int b = 0; b < NJ; b++) {
-            float y = B[p + (long)b * ldb];
-            for (int a = 0; a < NR; a++) acc[a][b] += x[a] * y;
-        }
-    }
-    for (int b = 0; b < NJ; b++)
-        for (int a = 0; a < NR; a++) {
-            float* c = C + 16 * a + (long)b * ldc;
-            dyn_v16 r = acc[a][b] * alpha;
-            if (beta != 0) r += dyn_sk_ld(c) * beta;
-            if (bias) r += dyn_sk_ld(bias + 16 * a);
-            dyn_sk_st(c, r);
-        }
+    dyn_sk_nn_block(NR, NJ, k, A, lda, B, 1, ldb, C, ldc, alpha, beta, bias, 0, 0, 0);
 }
 
 /* One block of NR x 16 rows from row ROW, the column block's nj columns, stored to CP (ld LD) with

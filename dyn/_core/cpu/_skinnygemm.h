@@ -173,14 +173,14 @@ DYN_CLONES_SK static void dyn_sgemm_tn(int m, int n, int k, float alpha, const f
 DYN_SK_INLINE void dyn_sk_nn_block(int NR, int NJ, int k, const float* A, int lda, const float* B,
                                    long rb, long cb, float* C, int ldc, float alpha, float beta,
                                    const float* bias, const float* pf, int lo, int hi) {
-    dyn_v16 acc[4][6];
+    dyn_v16 acc[8][6];   /* (NR up to 8: _fewgemm.h's 128-row blocks) */
     for (int a = 0; a < NR; a++)
         for (int b = 0; b < NJ; b++) acc[a][b] = (dyn_v16){0};
     for (int p = 0; p < k; p++) {
         const float* ap = A + (long)p * lda;
         if (pf)
             for (int l = lo; l < hi; l++) __builtin_prefetch(pf + (long)p * lda + 16 * l, 0, 3);
-        dyn_v16 x[4];
+        dyn_v16 x[8];
         for (int a = 0; a < NR; a++) x[a] = dyn_sk_ld(ap + 16 * a);
         for (int b = 0; b < NJ; b++) {
             float yb = B[p * rb + b * cb];
