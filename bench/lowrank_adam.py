@@ -10,6 +10,8 @@ update per step each way and their ratio (above 1: holding back is faster), per 
 
     python bench/lowrank_adam.py [--vocab 10000] [--hidden 256] [--cols 8,22,48] [--blocks 15]
     python bench/lowrank_adam.py --ahead 0,1,2     # also: how far ahead the step fetches its rows
+    python bench/lowrank_adam.py --vocab 640 --cols 2,8,16,24,32 --flush 4 --always
+        # shapes the rules leave alone: every product held back, parameters of any size tracked
 
 Products are held back on processors with AVX-512, by the rules of blas.pyx's _lr_shape (measured
 with this script): on AMD's the product computed apart is dyn_sgemm_nt_tall's, on Intel's
@@ -36,6 +38,9 @@ def main():
     p.add_argument("--blocks", type=int, default=15, help="blocks of steps each way")
     p.add_argument("--block", type=int, default=8, help="steps a block (the first two not timed)")
     p.add_argument("--flush", type=int, default=64, help="MB streamed between steps (0: none)")
+    p.add_argument("--always", action="store_true", help="hold back every product of two columns "
+                   "and more, whatever the rules say, and track parameters of any size (to measure "
+                   "shapes the rules leave alone)")
     p.add_argument("--ahead", default="", help="64-row panels ahead the held-back step fetches the "
                    "weights and moments, each in turn (default: the kernel's)")
     a = p.parse_args()
@@ -46,7 +51,12 @@ def main():
     trainer = dy.AdamTrainer(pc, 0.001)
     trainer.set_clip_threshold(0)
     junk = np.ones(a.flush * (1 << 18), np.float32)
-    old = blas._set_lowrank(1)
+    held_mode = 2 if a.always else 1
+    old = blas._set_lowrank(held_mode)
+    if a.always:
+        from dyn._core.train import update
+
+        update._set_lowrank_min(1)
     print("V=%d H=%d, %d blocks of %d steps each way; backward + update per step, medians (ms)"
           % (a.vocab, a.hidden, a.blocks, a.block))
     print("%6s %6s %10s %10s %8s %10s" % ("ahead", "cols", "held", "computed", "ratio", "held (n)"))
@@ -55,12 +65,12 @@ def main():
     for ahead in [int(x) for x in a.ahead.split(",")] if a.ahead else [default]:
         blas._set_lowrank_ahead(ahead)
         for n in [int(c) for c in a.cols.split(",")]:
-            _row(a, rng, W, b, trainer, junk, ahead, n)
+            _row(a, rng, W, b, trainer, junk, ahead, n, held_mode)
     blas._set_lowrank_ahead(default)
     blas._set_lowrank(old)
 
 
-def _row(a, rng, W, b, trainer, junk, ahead, n):
+def _row(a, rng, W, b, trainer, junk, ahead, n, held_mode):
     """One line of the table: n columns, the held-back step fetching `ahead` panels ahead."""
     h = rng.uniform(-1, 1, (a.hidden, n)).astype(np.float32)
     ys = list(rng.randint(0, a.vocab, n))
@@ -68,7 +78,7 @@ def _row(a, rng, W, b, trainer, junk, ahead, n):
     c0 = blas._lowrank_counts()
     for k in range(a.blocks):
         for mode in ((1, 0) if k % 2 == 0 else (0, 1)):
-            blas._set_lowrank(mode)
+            blas._set_lowrank(held_mode if mode else 0)
             for j in range(a.block):
                 dy.renew_cg()
                 x = dy.tanh(dy.inputTensor(h, batched=True))   # (held back: values in the arena)
