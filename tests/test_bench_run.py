@@ -221,3 +221,26 @@ def test_paired_switch_and_product_trace_run_on_a_task(tmp_path):
     assert table[0].strip().startswith("4 items") and table[1].split()[:4] == ["op", "m", "n", "k"]
     rows = [line.split() for line in table[2:] if line.strip()]
     assert rows and all(float(row[-3]) > 0 for row in rows)
+
+
+def test_same_items_tabulates_dev_metrics_per_seed(tmp_path):
+    """bench/same_items.py trains each configuration for exactly its items with each seed and
+    tabulates the dev metric (median and per seed) and the training loss; without DyNet its column
+    stays empty. A seed fixes the run: the same seed twice gives the same figures."""
+    import subprocess
+    import sys
+
+    data = _tiny_sst(tmp_path / "data")
+    out = tmp_path / "same.md"
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "same_items.py"), str(data),
+                        "--only", "treelstm,treelstm --sparse", "--seeds", "3,3", "--scale", "0.002",
+                        "--out", str(out)], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.read_text().splitlines()[2:]]
+    assert [(row[0], row[1]) for row in rows] == [("treelstm", "6"), ("treelstm --sparse", "12")]
+    for row in rows:
+        median, per_seed = row[2].split(" ", 1)
+        seeds = per_seed.strip("()").split(", ")
+        assert len(seeds) == 2 and seeds[0] == seeds[1] == median and 0 <= float(median) <= 1
+        assert row[3] == "-" and row[5] == "-" and float(row[4]) > 0
