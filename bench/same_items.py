@@ -63,11 +63,13 @@ def metric(kv):
 
 
 def cell(runs):
-    """'m (v1, v2, ...)': the median dev metric over the seeds and each seed's."""
-    vals = [metric(kv)[1] for kv in runs if "error" not in kv]
+    """'m (v1, v2, ...)': the median dev metric over the seeds that gave one, and each one's."""
+    got = [metric(kv) for kv in runs]
+    vals = [v for _, v in got if v is not None]
     if not vals:
-        return "error: " + runs[0].get("error", "?") if runs else "-"
-    fmt = "%.3f" if metric(runs[0])[0] == "acc" else "%.1f"
+        errors = [kv["error"] for kv in runs if "error" in kv]
+        return "error: " + (errors[0] if errors else "no dev metric") if runs else "-"
+    fmt = "%.3f" if next(name for name, v in got if v is not None) == "acc" else "%.1f"
     return fmt % statistics.median(vals) + " (" + ", ".join(fmt % v for v in vals) + ")"
 
 
