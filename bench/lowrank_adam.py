@@ -53,10 +53,9 @@ def main():
     junk = np.ones(a.flush * (1 << 18), np.float32)
     held_mode = 2 if a.always else 1
     old = blas._set_lowrank(held_mode)
-    if a.always:
-        from dyn._core.train import update
+    from dyn._core.train import update
 
-        update._set_lowrank_min(1)
+    old_min = update._set_lowrank_min(1) if a.always else None
     print("V=%d H=%d, %d blocks of %d steps each way; backward + update per step, medians (ms)"
           % (a.vocab, a.hidden, a.blocks, a.block))
     print("%6s %6s %10s %10s %8s %10s" % ("ahead", "cols", "held", "computed", "ratio", "held (n)"))
@@ -68,6 +67,8 @@ def main():
             _row(a, rng, W, b, trainer, junk, ahead, n, held_mode)
     blas._set_lowrank_ahead(default)
     blas._set_lowrank(old)
+    if old_min is not None:
+        update._set_lowrank_min(old_min)
 
 
 def _row(a, rng, W, b, trainer, junk, ahead, n, held_mode):
