@@ -12,6 +12,12 @@ columns, and smaller per-example layers.
 
     python bench/gemm_shapes.py [--time S] [--quick] [--ops NN,TN,NT] [--cols | --narrow | --large]
     python bench/gemm_shapes.py --prefetch [--quick]
+    python bench/gemm_shapes.py --big [--quick] [--ops NN,NT]
+
+--big compares, on products with every side large (a softmax's W h over a minibatch's tokens and
+its weight gradient G H^T, an LSTM's gates over a whole minibatched sequence), the path gemm takes
+without _biggemm.h (blas._set_big(False): OpenBLAS, or OpenBLAS on the transposed product) against
+_biggemm.h's blocked loop, beta = 1 as above; ``auto`` is the path gemm takes now.
 """
 
 import argparse
@@ -65,6 +71,52 @@ def timed(path, op, A, B, C, budget):
 # forward and backward
 NARROW_EXTRA = {"NN": [(32, 25, 100), (200, 25, 128)] + [(256, n, 64) for n in (1, 3, 5, 6, 12)],
                 "TN": [(100, 25, 32), (128, 25, 200)] + [(64, n, 256) for n in (1, 2, 3, 5, 6, 12)]}
+
+
+# --big: C = A B and C = A B^T with every side large (a softmax over 16-64 sentences of 22 words:
+# 352-1,408 tokens; an LSTM's gates over the same tokens)
+BIG = {"NN": ([(10000, n, 256) for n in (48, 64, 96, 128, 256, 352, 704, 1408)]
+              + [(4096, n, 256) for n in (64, 128, 352, 1408)]
+              + [(1024, n, k) for k in (128, 256) for n in (64, 128, 352, 1408)]
+              + [(10000, n, 128) for n in (64, 352)] + [(10000, n, 512) for n in (64, 352)]),
+       "NT": ([(10000, 256, k) for k in (32, 48, 64, 128, 256, 352, 432, 704, 1408)]
+              + [(4096, 256, k) for k in (64, 352, 1408)]
+              + [(1024, n, k) for n in (128, 256) for k in (64, 128, 352, 1408)]
+              + [(10000, 128, k) for k in (64, 352)] + [(10000, 512, k) for k in (64, 352)])}
+BIG_QUICK = {"NN": [(10000, 352, 256), (1024, 64, 128)], "NT": [(10000, 256, 432), (1024, 128, 64)]}
+
+
+def compare_big(op, m, n, k, budget, rng):
+    """The path gemm takes without _biggemm.h against its loop: (seconds, seconds, rel. error)."""
+    A = np.asfortranarray(rng.standard_normal((m, k), dtype=np.float32))
+    B = np.asfortranarray(rng.standard_normal((k, n) if op[1] == "N" else (n, k), dtype=np.float32))
+    C0 = np.asfortranarray(rng.standard_normal((m, n), dtype=np.float32))
+    ref, got = C0.copy(order="F"), C0.copy(order="F")
+    blas._gemm("blas", op, A, B, 1.0, 1.0, ref)
+    blas._gemm("big", op, A, B, 1.0, 1.0, got)
+    err = float(np.abs(ref - got).max() / max(np.abs(ref).max(), 1e-30))
+    C = C0.copy(order="F")
+    old = blas._set_big(False)
+    try:
+        rounds = []
+        for _ in range(3):
+            rounds.append((timed("auto", op, A, B, C, budget), timed("big", op, A, B, C, budget)))
+        base = blas._skinny_path(op, m, n, k)
+    finally:
+        blas._set_big(old)
+    return sorted(r[0] for r in rounds)[1], sorted(r[1] for r in rounds)[1], err, base
+
+
+def big_grid(ops, quick, budget):
+    rng = np.random.default_rng(0)
+    print(f"{'op':4} {'m':>6} {'n':>5} {'k':>5}  {'without':>13} {'GF/s':>6} {'big GF/s':>8} {'ratio':>6}  "
+          "auto  rel.err")
+    for op in ops:
+        for m, n, k in (BIG_QUICK if quick else BIG)[op]:
+            b, d, err, base = compare_big(op, m, n, k, budget, rng)
+            fl = 2.0 * m * n * k / 1e9
+            print(f"{op:4} {m:6d} {n:5d} {k:5d}  {base:>13} {fl / b:6.1f} {fl / d:8.1f} {b / d:6.2f}  "
+                  f"{blas._skinny_path(op, m, n, k):4}  {err:.1e}", flush=True)
 
 
 def compare(op, m, n, k, budget, rng, own=None):
@@ -139,13 +191,22 @@ def main(argv=None):
                    "AVX-512): its panels for A B, its packed loop (5-32 columns) and long dot products for "
                    "A^T B, on the shapes "
                    "with an A of 2^18 elements or more and up to 48 columns")
+    p.add_argument("--big", action="store_true",
+                   help="the paths gemm takes without _biggemm.h against its blocked loop (machines with "
+                   "AVX-512), on A B and A B^T with every side large (use --ops NN,NT)")
     p.add_argument("--prefetch", action="store_true",
                    help="dyn's A B kernel with A's row panels fetched one ahead against two ahead "
                    "(what AMD processors take at 8 columns and more), on a softmax's 10,000 x 256 A "
                    "flushed from the caches and an LSTM's 1,024 x 256 in them, 2-64 columns")
     args = p.parse_args(argv)
-    if args.cols + args.narrow + args.large + args.prefetch > 1:
-        p.error("one of --cols, --narrow, --large and --prefetch")
+    if args.cols + args.narrow + args.large + args.prefetch + args.big > 1:
+        p.error("one of --cols, --narrow, --large, --prefetch and --big")
+    if args.big:
+        if not blas.wide_kernels():
+            p.error("--big: _biggemm.h's loop needs AVX-512, which this machine lacks")
+        ops = [op for op in args.ops.split(",") if op != "TN"] or p.error("--big: NN or NT")
+        big_grid(ops, args.quick, 0.01 if args.quick else max(args.time, 0.1))
+        return
     if args.prefetch:
         if not blas.wide_kernels():
             p.error("--prefetch: dyn's A B kernel needs AVX-512, which this machine lacks")

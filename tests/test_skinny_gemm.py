@@ -109,7 +109,10 @@ def test_dispatch_agrees_with_openblas_on_the_tasks_shapes(kernels_on):
                                   ("NN", (128, 8, 64), "blas"), ("TN", (64, 8, 128), "blas"),
                                   # an LSTM step's Wh^T d through Wh's transposed copy (H x 4H)
                                   ("NN", (256, 64, 1024), "nn"), ("NN", (128, 128, 512), "nn"),
-                                  ("NN", (1024, 96, 256), "blas"), ("NN", (256, 160, 1024), "blas")]:
+                                  ("NN", (256, 160, 1024), "blas"),
+                                  # every side large: _biggemm.h's blocked loop
+                                  ("NN", (1024, 96, 256), "big"), ("NN", (10000, 352, 256), "big"),
+                                  ("NT", (10000, 256, 432), "big")]:
         assert blas._skinny_path(op, m, n, k) == expect
         A, B, C = _case(op, m, n, k, 0, seed=3)
         auto, ref = C.copy(order="F"), C.copy(order="F")
@@ -125,12 +128,18 @@ def test_softmax_weight_gradient_computed_transposed(beta, m, kernels_on):
     and G = beta G + T^T (dyn_add_transposed, in 32 x 32 tiles of 8 x 8 blocks
     transposed in registers): the same values as OpenBLAS's direct product, rows
     and columns past the tiles and past the blocks included, and the leading
-    dimension of G honoured."""
+    dimension of G honoured. (Where _biggemm.h's loop is on, as on processors with AVX-512 other
+    than AMD's, it takes these shapes; it is switched off here.)"""
     n, k = 70, 1030
-    assert blas._skinny_path("NT", m, n, k) == "nt-transposed"
-    A, B, C = _case("NT", m, n, k, 5, seed=5)
-    got, ref = C.copy(order="F"), C.copy(order="F")
-    blas._gemm("auto", "NT", A, B, 0.7, beta, got, dims=(m, n, k))
+    assert blas._skinny_path("NT", m, n, k) == "big"
+    old = blas._set_big(False)
+    try:
+        assert blas._skinny_path("NT", m, n, k) == "nt-transposed"
+        A, B, C = _case("NT", m, n, k, 5, seed=5)
+        got, ref = C.copy(order="F"), C.copy(order="F")
+        blas._gemm("auto", "NT", A, B, 0.7, beta, got, dims=(m, n, k))
+    finally:
+        blas._set_big(old)
     blas._gemm("blas", "NT", A, B, 0.7, beta, ref, dims=(m, n, k))
     np.testing.assert_array_equal(got[m:], C[m:])
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k))
@@ -348,7 +357,7 @@ def test_rules_measured_on_amd(kernels_on):
     assert blas._skinny_path("TN", 128, 22, 200) == "blas"
     blas._set_amd_rules(False)
     assert blas._skinny_path("NT", 1024, 256, 8) == "nt"
-    assert blas._skinny_path("NT", 10000, 256, 22) == "blas"
+    assert blas._skinny_path("NT", 10000, 256, 22) == "big"   # (_biggemm.h: off on AMD)
     assert blas._skinny_path("TN", 256, 32, 10000) == "blas"
 
 
@@ -376,7 +385,8 @@ def test_panels_fetched_two_ahead(kernels_on, mode):
 
 @pytest.mark.parametrize("m,k,cols,batch,path", [(1030, 260, 5, 1, "few"), (1030, 260, 1, 6, "few"),
                                                   (300, 1000, 3, 2, "nn"), (1100, 256, 22, 1, "few"),
-                                                  (4200, 260, 5, 1, "nn"), (1030, 260, 3, 1, "few")])
+                                                  (4200, 260, 5, 1, "nn"), (1030, 260, 3, 1, "few"),
+                                                  (1030, 260, 70, 1, "big"), (1030, 260, 1, 70, "big")])
 def test_affine_bias_added_in_the_product(kernels_on, m, k, cols, batch, path):
     """An affine transform b + W x whose product takes dyn's A B kernel (dyn_sgemm_nn, or
     dyn_sgemm_nn_few for a few columns) adds its bias there (one pass, no copy of b into every
@@ -613,6 +623,64 @@ def test_few_columns_rule(kernels_on):
         assert blas._skinny_path("NN", 640, 8, 256) == "nn"
     finally:
         assert blas._set_few(old) is False
+
+
+@pytest.mark.parametrize("op", ["NN", "NT"])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
+def test_blocked_products_with_every_side_large(op, alpha, beta):
+    """A B and A B^T through _biggemm.h ('big': a softmax over a minibatch, its weight gradient):
+    OpenBLAS's values for rows in whole 32-row panels, past them (1-31 rows of zero-padded panel)
+    and past the 192-row blocks, columns past the 12-column panels, inner dimensions split into
+    blocks (past 384: the later blocks added into C), leading dimensions honoured, rows past m
+    untouched and beta = 0 writing C without reading it; and with smaller blocks than the
+    defaults, columns split into several blocks."""
+    shapes = [(m, k, n) for m in (1, 31, 32, 33, 193, 200) for n in (1, 11, 12, 13, 25) for k in (1, 7)]
+    shapes += [(385, 385, 30), (64, 800, 12), (100, 30, 500)]
+    _matches_openblas("big", op, shapes, alpha, beta, seed=180)
+    old = blas._set_big_blocks(40, 24)
+    try:
+        _matches_openblas("big", op, [(70, 130, 61), (33, 81, 24), (200, 41, 25)], alpha, beta, seed=190)
+    finally:
+        assert blas._set_big_blocks(*old) == (40, 24)
+    A, B, C = _case("TN", 64, 64, 64, 0, seed=2)
+    with pytest.raises(ValueError, match="path big is for NN and NT"):
+        blas._gemm("big", "TN", A, B, 1.0, 0.0, C)
+    with pytest.raises(ValueError, match="must be positive"):
+        blas._set_big_blocks(0, 24)
+
+
+def test_blocked_products_rule(kernels_on):
+    """gemm takes _biggemm.h's loop, on processors with AVX-512 other than AMD's, for products of
+    more than 4 10^6 multiply-adds: A B with 512 rows and more, k of 32 and more and 64 columns and
+    more (32 and more for an A of 2^20 entries and more); A B^T with 256 rows and more, 64 columns
+    and more and k of 16 and more. Elsewhere, and with the switch off or the AMD rules on, the
+    paths from before."""
+    for op, (m, n, k), expect in [("NN", (10000, 352, 256), "big"), ("NN", (10000, 1408, 256), "big"),
+                                  ("NN", (10000, 32, 256), "big"), ("NN", (10000, 24, 256), "nn"),
+                                  ("NN", (1024, 32, 256), "few"), ("NN", (1024, 48, 256), "nn"),
+                                  ("NN", (1024, 64, 256), "big"), ("NN", (512, 128, 256), "big"),
+                                  ("NN", (511, 128, 256), "blas"), ("NN", (1024, 352, 31), "blas"),
+                                  ("NN", (1024, 352, 32), "big"), ("NN", (600, 64, 105), "big"),
+                                  ("NN", (600, 64, 104), "blas"),
+                                  ("NT", (10000, 256, 432), "big"), ("NT", (10000, 256, 1408), "big"),
+                                  ("NT", (10000, 256, 16), "big"), ("NT", (10000, 256, 15), "blas"),
+                                  ("NT", (1024, 256, 8), "nt"), ("NT", (256, 128, 352), "big"),
+                                  ("NT", (255, 128, 352), "blas"), ("NT", (1024, 63, 352), "blas"),
+                                  ("NT", (256, 64, 245), "big"), ("NT", (256, 64, 244), "blas"),
+                                  ("TN", (256, 352, 10000), "blas")]:
+        assert blas._skinny_path(op, m, n, k) == expect, (op, m, n, k)
+    _auto_takes("big", "NN", 1030, 70, 260, pad=2, seed=200)
+    _auto_takes("big", "NT", 1030, 70, 260, pad=1, seed=201)
+    old = blas._set_big(False)
+    try:
+        assert blas._skinny_path("NN", 10000, 352, 256) == "blas"
+        assert blas._skinny_path("NN", 10000, 32, 256) == "nn"
+        assert blas._skinny_path("NT", 10000, 256, 1408) == "nt-transposed"
+    finally:
+        assert blas._set_big(old) is False
+    blas._set_amd_rules(True)
+    assert blas._skinny_path("NN", 10000, 352, 256) == "blas"
+    assert blas._skinny_path("NT", 10000, 256, 432) == "blas"
 
 
 def test_transposed_matrix_vector_rule_and_the_product_trace(kernels_on):

@@ -83,6 +83,12 @@ cdef extern from "_dotgemm.h" nogil:
     void dyn_sgemm_tn_dot(int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                           float beta, float* C, int ldc)
 
+cdef extern from "_biggemm.h" nogil:
+    int dyn_bg_kc
+    int dyn_bg_nc
+    int dyn_sgemm_big(char tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                      float beta, float* C, int ldc, const float* bias)
+
 cdef extern from "_lowrankadam.h" nogil:
     int dyn_lr_ahead
     int dyn_adam_plain_on
@@ -186,10 +192,34 @@ cdef inline bint _nn_few_shape(int m, int n, int k, long mnk) noexcept nogil:
     return n == 3 or n == 5 or n == 6 or (n >= 4 and mnk > 1000000)
 
 
+cdef bint _big_on = True    # off only to measure the shapes _big_shape takes through the other paths
+
+
+cdef inline bint _big_shape(char tb, int m, int n, int k) noexcept nogil:
+    """Whether float32 A B or A B^T (C m x n, inner dimension k) runs as _biggemm.h's blocked loop,
+    on processors with AVX-512 other than AMD's: more than 4 10^6 multiply-adds (OpenBLAS's
+    small-matrix kernel keeps the smallest), A B with 512 rows and more, k of 32 and more and 64
+    columns and more, or 32 and more where A has 2^20 entries or more (a softmax's W: A then
+    streams from memory, and dyn_sgemm_nn reads it once per group of columns); A B^T with 256 rows
+    and more, 64 columns and more and k of 16 and more. On an Intel Xeon (Sapphire Rapids class,
+    one thread, beta = 1, median of three alternating rounds; bench/gemm_shapes.py --big), the
+    other paths' time over the loop's was 1.00-1.10 for a 10,000 x 256 W times 256-1,408 columns
+    (1.06 at 352), 1.17-1.36 at 48-128 columns (dyn_sgemm_nn or OpenBLAS), 1.10 at 32; 0.99-1.17
+    for 512-4,096 rows at 128-1,408 columns; A B^T into a 10,000 x 256 C 1.06-1.31 at k of
+    16-1,408 (1.13 at 432: a softmax's weight gradient over 16 sentences), 1.05-1.24 for C of
+    256-4,096 rows. It lost at 24 columns (1.00) and to _fewgemm.h and dyn_sgemm_nn for a 1,024 x
+    256 A at 32-48 columns (0.76-0.94: A then stays in the second-level cache)."""
+    if <long>m * n * k <= 4000000:
+        return False
+    if tb == b'T':
+        return m >= 256 and n >= 64 and k >= 16
+    return m >= 512 and k >= 32 and (n >= 64 or (n >= 32 and <long>m * k >= (1 << 20)))
+
+
 cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
     """Which of _skinnygemm.h's kernels beats OpenBLAS on this float32 product
     (1: A B, 2: A^T B, 3: A B^T, 4: A B^T computed transposed, 11: A B^T through A's
-    copied panels, 0: none), from
+    copied panels, 12: _dotgemm.h, 13: _fewgemm.h, 14: _biggemm.h, 0: none), from
     bench/gemm_shapes.py's grid.
     OpenBLAS keeps products of up to 10^6 multiply-adds, where its small-matrix
     kernel (no packing) is as fast as ours or faster, and products whose small
@@ -209,6 +239,8 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
         # for 1,024 x 64 at 2-8, and below 1 for most C of 256 or 512 rows at k below 16
         if _amd_on and _nt_tall_shape(m, n, k):
             return 11
+        if _big_on and not _amd_on and _big_shape(tb, m, n, k):
+            return 14
         if 4 <= k <= 16 and (1 << 18) <= <long>m * n <= (1 << 20):
             return 3
         # a 10k softmax's weight gradient over a minibatch of 1,000 tokens and more: OpenBLAS is
@@ -218,6 +250,8 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
         return 0
     if ta == b'N' and _few_on and not _amd_on and _nn_few_shape(m, n, k, mnk):
         return 13
+    if ta == b'N' and _big_on and not _amd_on and _big_shape(tb, m, n, k):
+        return 14
     if ta == b'N':
         if mnk <= 1000000 or size < (1 << 16) or m < 128:
             return 0
@@ -376,9 +410,9 @@ cdef inline int _path_lda(int which, int n, int lda) noexcept nogil:
 
 # the paths of _path by number, as _skinny_path and the product trace name them
 _PATH_NAMES = ("blas", "nn", "tn", "nt", "nt-transposed", "cols", "narrow", "panels", "long", "packed",
-               "narrow-nt", "nt-tall", "dot", "few")
+               "narrow-nt", "nt-tall", "dot", "few", "big")
 cdef enum:
-    NPATHS = 14
+    NPATHS = 15
 
 cdef int _cols_on = 2       # below 2 only to measure OpenBLAS on the same shapes (_set_cols)
 cdef bint _narrow_on = True # off only to measure the paths without _narrowgemm.h (_set_narrow)
@@ -570,6 +604,9 @@ cdef void _gemm_run(int dtype, char ta, char tb, int m, int n, int k, double alp
             return
         if which == 11 and dyn_sgemm_nt_tall(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc) == 0:
             return
+        if which == 14 and dyn_sgemm_big(tb, m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc,
+                                         NULL) == 0:
+            return
         if which == 4 and _nt_transposed(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc):
             return
         sgemm(&ta, &tb, &m, &n, &k, &fa, <float*>A, &lda, <float*>B, &ldb, &fb, <float*>C, &ldc)
@@ -611,7 +648,7 @@ cdef bint sgemm_bias(int m, int n, int k, float* A, int lda, float* B, int ldb, 
         dyn_sgemm_nn_bias(m, n, k, A, lda, B, ldb, bias, C, ldc)
     elif which == 13:
         dyn_sgemm_nn_few_bias(m, n, k, A, lda, B, ldb, bias, C, ldc)
-    else:
+    elif which != 14 or dyn_sgemm_big(b'N', m, n, k, 1.0, A, lda, B, ldb, 0.0, C, ldc, bias) != 0:
         return False
     _bias_taken += 1
     return True
@@ -942,6 +979,27 @@ def _set_dot(bint on):
     return old
 
 
+def _set_big(bint on):
+    """Measurements: float32 A B and A B^T through _biggemm.h where _big_shape takes them (on, the
+    default; with dyn's register kernels, on processors other than AMD's) or through the paths
+    they would take without it (off); returns the previous setting."""
+    global _big_on
+    cdef bint old = _big_on
+    _big_on = on
+    return old
+
+
+def _set_big_blocks(int kc, int nc):
+    """Measurement hook: the largest stretch of the inner dimension (kc) and the most columns of
+    op(B) (nc) that _biggemm.h's loop takes a block at a time; returns the previous pair."""
+    global dyn_bg_kc, dyn_bg_nc
+    if kc < 1 or nc < 1:
+        raise ValueError(f"_set_big_blocks: kc and nc must be positive, got {kc}, {nc}")
+    old = (dyn_bg_kc, dyn_bg_nc)
+    dyn_bg_kc, dyn_bg_nc = kc, nc
+    return old
+
+
 def _set_packed_kc(int kc):
     """The stretch of k that _narrowgemm.h's packed A^T B copies into its buffer at a time (0: all
     of k at once); returns the previous value."""
@@ -976,7 +1034,8 @@ def _skinny_path(str op, int m, int n, int k, int lda=0):
     """Which path a float32 product of these sizes takes: 'nn', 'tn', 'nt' (dyn's
     kernels), 'nt-transposed' (OpenBLAS on the transposed product), 'cols' (a
     matrix-vector product per column), 'narrow', 'panels', 'long', 'packed' or 'narrow-nt'
-    (_narrowgemm.h), 'nt-tall' (_skinnygemm.h), 'dot' (_dotgemm.h) or 'blas'
+    (_narrowgemm.h), 'nt-tall' (_skinnygemm.h), 'dot' (_dotgemm.h), 'few' (_fewgemm.h), 'big'
+    (_biggemm.h) or 'blas'
     (op: 'NN' for A B, 'TN' for A^T B, 'NT' for A B^T), for an A of leading dimension lda (0:
     its rows, as stored without padding)."""
     if lda <= 0:
@@ -1034,8 +1093,8 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
     (_skinnygemm.h, for its op), 'cols' (a matrix-vector product per column,
     NN and TN), 'narrow' (_narrowgemm.h, NN and TN), 'panels' (_narrowgemm.h, NN),
     'long' or 'packed' (_narrowgemm.h, TN), 'narrow-nt' (_narrowgemm.h, NT), 'nt-tall'
-    (_skinnygemm.h, NT), 'dot' (_dotgemm.h, TN with k >= 16), 'few' (_fewgemm.h, NN with m >= 16)
-    or 'auto' (gemm's
+    (_skinnygemm.h, NT), 'dot' (_dotgemm.h, TN with k >= 16), 'few' (_fewgemm.h, NN with m >= 16),
+    'big' (_biggemm.h, NN and NT) or 'auto' (gemm's
     dispatch); repeated reps
     times, returns the seconds per call (timed in C). dims = (m, n, k)
     multiplies the leading blocks of the arrays, whose first dimensions are then
@@ -1060,17 +1119,20 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
         raise ValueError(f"_gemm: (m, n, k) = {(m, n, k)} do not fit op {op} of arrays "
                          f"{(<object>A).shape}, {(<object>B).shape}, {(<object>C).shape}")
     if path not in ("auto", "blas", "nn", "tn", "nt", "cols", "narrow", "panels", "long", "packed", "narrow-nt",
-                    "nt-tall", "dot", "few"):
+                    "nt-tall", "dot", "few", "big"):
         raise ValueError(f"_gemm: path {path!r} is not auto, blas, nn, tn, nt, cols, narrow, panels, long, "
-                         f"packed, narrow-nt, nt-tall, dot or few")
+                         f"packed, narrow-nt, nt-tall, dot, few or big")
     kind = {"auto": -1, "blas": 0, "nn": 1, "tn": 2, "nt": 3, "cols": 5, "narrow": 6, "panels": 7,
-            "long": 8, "packed": 9, "narrow-nt": 10, "nt-tall": 11, "dot": 12, "few": 13}[path]
+            "long": 8, "packed": 9, "narrow-nt": 10, "nt-tall": 11, "dot": 12, "few": 13,
+            "big": 14}[path]
     if 0 < kind < 5 and path.upper() != op:
         raise ValueError(f"_gemm: path {path} is for op {path.upper()}, not {op}")
     if kind in (10, 11) and op != "NT":
         raise ValueError(f"_gemm: path {path} is for NT, not {op}")
     if kind == 12 and (op != "TN" or k < 16):
         raise ValueError(f"_gemm: path dot is for TN with k >= 16, not {op} with k = {k}")
+    if kind == 14 and op == "TN":
+        raise ValueError(f"_gemm: path big is for NN and NT, not {op}")
     if kind == 13 and (op != "NN" or m < 16):
         raise ValueError(f"_gemm: path few is for NN with m >= 16, not {op} with m = {m}")
     if 5 <= kind < 10 and op == "NT":
@@ -1109,6 +1171,10 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             dyn_sgemm_tn_dot(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
         elif kind == 13:
             dyn_sgemm_nn_few(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
+        elif kind == 14:
+            if dyn_sgemm_big(ctb, m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc,
+                             NULL) != 0:
+                raise MemoryError("_gemm: the blocked loop's buffer")
         elif kind == 11:
             if dyn_sgemm_nt_tall(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc) != 0:
                 raise MemoryError("_gemm: the tall A B^T's buffer")
