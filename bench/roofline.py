@@ -2,7 +2,8 @@
 
 Measures, single-threaded: the sgemm peak (a large numpy float32 matrix product), the memory
 bandwidth (a large numpy copy, and an in-place add: bytes read + bytes written per second), the
-same BLAS (scipy's, which dyn calls) on the softmax layer's three matrix products, and a training
+same BLAS (scipy's, which dyn calls) and dyn's own dispatch on the softmax layer's three matrix
+products, and a training
 step of bench/tasks/rnnlm.py's model (settings.RNNLM: vocabulary 10k, embedding 128, LSTM 256,
 Adam, dense updates) on random word ids, phase by phase: graph building, forward, backward,
 trainer.update(). Reports the step's matrix-product rate as a fraction of the sgemm peak and the
@@ -69,19 +70,30 @@ def bandwidth(mib=256, repeats=8):
 
 
 def blas_softmax_layer(N, repeats):
-    """scipy's sgemm (dyn's BLAS) on the softmax layer's products for N tokens: GFLOP/s each."""
+    """The softmax layer's products for N tokens, GFLOP/s each: scipy's sgemm (OpenBLAS, which dyn
+    calls where its own loops do not pay) and dyn's gemm (the path its dispatch takes for the
+    shape: blas._skinny_path), each into a C allocated once, G h^T added into C (beta = 1) as a
+    weight's gradient is."""
     from scipy.linalg import blas
+
+    from dyn._core.cpu import blas as dyn_blas
 
     rng = np.random.RandomState(0)
     W = np.asfortranarray(rng.randn(V, H).astype(np.float32))
     h = np.asfortranarray(rng.randn(H, N).astype(np.float32))
     G = np.asfortranarray(rng.randn(V, N).astype(np.float32))
+    S, D, dW = (np.zeros(s, np.float32, order="F") for s in ((V, N), (H, N), (V, H)))
     fl = 2.0 * V * H * N / 1e9
-    return {
-        "W h": fl / best(lambda: blas.sgemm(1.0, W, h), repeats),
-        "W^T G": fl / best(lambda: blas.sgemm(1.0, W, G, trans_a=1), repeats),
-        "G h^T": fl / best(lambda: blas.sgemm(1.0, G, h, trans_b=1), repeats),
-    }
+    rates = {}
+    for name, op, A, B, C, beta, kw in (("W h", "NN", W, h, S, 0.0, {}),
+                                        ("W^T G", "TN", W, G, D, 0.0, {"trans_a": 1}),
+                                        ("G h^T", "NT", G, h, dW, 1.0, {"trans_b": 1})):
+        rates[name] = (
+            fl / best(lambda: blas.sgemm(1.0, A, B, beta=beta, c=C, overwrite_c=1, **kw), repeats),
+            fl / best(lambda: dyn_blas._gemm("auto", op, A, B, 1.0, beta, C), repeats),
+            dyn_blas._skinny_path(op, *((V, N, H), (H, N, V), (V, H, N))[len(rates)]),
+        )
+    return rates
 
 
 def step_flops(B, T):
@@ -172,8 +184,9 @@ def main(argv=None):
     print("copy_bandwidth_gbs=%.1f in_place_add_gbs=%.1f" % (copy, add))
     for B, N, blas_rates, ph, nparams, tp in runs:
         print("\n# minibatch %d x %d steps (%d tokens)" % (B, args.steps, N))
-        for k, v in blas_rates.items():
-            print("blas_%s_gflops=%.1f (%.0f%% of peak)" % (k.replace(" ", ""), v, 100 * v / peak))
+        for k, (v, d, path) in blas_rates.items():
+            print("blas_%s_gflops=%.1f (%.0f%% of peak); dyn's gemm %.1f (%.0f%%, path %s)"
+                  % (k.replace(" ", ""), v, 100 * v / peak, d, 100 * d / peak, path))
         fl = step_flops(B, args.steps) / 1e9
         fb = ph["forward"] + ph["backward"]
         total = sum(ph.values())
