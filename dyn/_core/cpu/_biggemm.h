@@ -27,9 +27,7 @@
 #include "_skinnygemm.h" /* dyn_v16, dyn_sk_ld/st, DYN_CLONES_SK */
 
 #define DYN_BG_MR 32
-#ifndef DYN_BG_NR
 #define DYN_BG_NR 12
-#endif
 #define DYN_BG_MC 192   /* rows of A a block (6 panels) */
 
 static int dyn_bg_kc = 384;   /* the inner dimension a block at most (blas._set_big_blocks) */
