@@ -10,7 +10,8 @@
  * stream from the second-level cache past it. OpenBLAS does the same with a kernel of 16 x 4
  * accumulators in 16 x 2 for these shapes (its Skylake-X sgemm); on an Intel Xeon of the Sapphire
  * Rapids class it ran these products at 67-84% of its own large square product's rate in
- * training, and this loop at about 90% (bench/gemm_shapes.py --big).
+ * training (bench/gemm_trace.py), and this loop at 90-95% of that rate on them in isolation
+ * (bench/gemm_shapes.py --big, bench/roofline.py).
  *
  * Only A not transposed (its columns contiguous); B either way (tb 'N': B is k x n, 'T': B is
  * n x k and op(B) = B^T). C = alpha op(A) op(B) + beta C, with beta = 0 writing C without reading
