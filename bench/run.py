@@ -12,10 +12,16 @@ output. Writes, between the lines
 ``<!-- paper-tasks:begin -->`` and ``<!-- paper-tasks:end -->`` of --out (added at the end when
 missing; the rest of the file is left as it is), the machine, a table (speeds, the ratio
 dyn/PyTorch next to the project's target, startup times, the dev accuracy / perplexity each reached in
-the same time) and a PNG bar chart (--chart; needs matplotlib, skipped with a note without it).
+the same time) and a PNG bar chart (--chart; needs matplotlib, skipped with a note without it): the
+speed ratios dyn/PyTorch (and dyn/DyNet where DyNet ran) per task and the toolkits' speeds.
+
+--replot draws the chart again from the table already in --out, without running anything (nor
+importing dyn, PyTorch or DyNet), and adds the chart's image line to the section where it is
+missing; every other byte of the file stays as it was.
 
     python bench/run.py [--time S] [--quick] [--only rnnlm,treelstm] [--out docs/benchmarks.md]
     python bench/run.py --quick --time 2 --out /tmp/paper.md     # CI smoke test (docs untouched)
+    python bench/run.py --replot [--out docs/benchmarks.md]      # the chart from the table there
 """
 
 import argparse
@@ -23,6 +29,7 @@ import datetime
 import importlib.util
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -187,37 +194,88 @@ def machine(threads):
     return line + "; %d thread(s) per run" % threads
 
 
+def extent(values):
+    """(lo, hi) of the values that are not None when there are two or more (the range spread()
+    prints), else None."""
+    v = [x for x in values if x is not None]
+    return (min(v), max(v)) if len(v) > 1 else None
+
+
+DYN_COLOR, DYNET_COLOR, TORCH_COLOR = "#2a7ab9", "#e0892b", "#999"
+
+
 def chart(rows, path, title):
-    """Bar chart of the rows: dyn/PyTorch speed ratio (with the project's targets) and the speeds."""
+    """Bar charts of the rows: the speed ratios dyn/PyTorch (with the project's targets) and, when a
+    row has DyNet's speed, dyn/DyNet; and the toolkits' speeds."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         print("note: matplotlib is not installed (pip install -e '.[bench]'): no chart written")
         return None
+    dynet = any(r.get("dynet") for r in rows)
+    n = len(rows)
     names = [r["name"] for r in rows][::-1]
-    y = list(range(len(rows)))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 0.42 * len(rows) + 1.6), sharey=True)
-    ratios = [r["ratio"] or 0.0 for r in rows][::-1]
-    ax1.barh(y, ratios, color=["#2a7ab9" if v >= 1 else "#c0504d" for v in ratios])
-    bars = [BARS.get(r["name"]) for r in rows][::-1]
-    by = [i for i, b in zip(y, bars) if b]
-    ax1.scatter([b for b in bars if b], by, marker="|", s=300, color="black", label="target", zorder=3)
+    y = list(range(n))
+    at = [n - 1 - i for i in range(n)]   # barh counts from the bottom: the table's first row on top
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13 if dynet else 12, (0.62 if dynet else 0.42) * n + 1.6),
+                                   sharey=True)
+    h = 0.38 if dynet else 0.8
+    series = [("ratio", "ratio_range", "dyn / PyTorch", h / 2 if dynet else 0.0)]
+    if dynet:
+        series.append(("dn_ratio", "dn_range", "dyn / DyNet", -h / 2))
+    xs, ranged = [1.0], False
+    for key, span, label, dy in series:
+        drawn = [(at[i], r) for i, r in enumerate(rows) if r.get(key)]
+        ys, vs, drawn = [a + dy for a, _ in drawn], [r[key] for _, r in drawn], [r for _, r in drawn]
+        if dynet:
+            color = TORCH_COLOR if key == "ratio" else DYNET_COLOR   # the colour of the toolkit compared with
+        else:
+            color = [DYN_COLOR if v >= 1 else "#c0504d" for v in vs]
+        ax1.barh(ys, vs, h, color=color, label=label if dynet else None)
+        # --rounds: the rounds' ratios spread, on a noisy machine by more than the targets' margins
+        spans = [(yy, v, r[span]) for yy, v, r in zip(ys, vs, drawn) if r.get(span)]
+        if spans:
+            ranged = True
+            lo = [max(v - s[0], 0.0) for _, v, s in spans]
+            hi = [max(s[1] - v, 0.0) for _, v, s in spans]
+            ax1.errorbar([v for _, v, _ in spans], [yy for yy, _, _ in spans], xerr=[lo, hi], fmt="none",
+                         ecolor="#333", elinewidth=0.8, capsize=2 if dynet else 3, zorder=2)
+        for yy, v, r in zip(ys, vs, drawn):
+            end = max(v, r[span][1]) if r.get(span) else v
+            ax1.text(end, yy, " %.2f" % v, va="center", fontsize=7 if dynet else 8)
+            xs.append(end)
+    bars = [(BARS[r["name"]], a + (h / 2 if dynet else 0.0)) for a, r in zip(at, rows) if BARS.get(r["name"])]
+    if bars:
+        ax1.scatter([b for b, _ in bars], [yy for _, yy in bars], marker="|", s=140 if dynet else 300,
+                    color="black", label="target (dyn / PyTorch)" if dynet else "target", zorder=3)
+        xs += [b for b, _ in bars]
+    if ranged:
+        ax1.plot([], [], color="#333", lw=0.8, label="range over the rounds")
     ax1.axvline(1.0, color="grey", lw=1)
     ax1.set_xscale("log")
-    ax1.set_xlabel("dyn speed / PyTorch speed (log)")
+    # room on the right for the last bar's figure
+    lo, hi = min(xs) / 1.25, max(xs) * (1.9 if dynet else 1.6)
+    ax1.set_xlim(lo, hi)
+    # ratios read as plain numbers: the decades alone label only 1 and 10
+    ax1.set_xticks([t for t in (0.1, 0.2, 0.5, 1, 2, 3, 5, 10, 20, 30, 50, 100, 200) if lo <= t <= hi])
+    ax1.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: "%g" % v))
+    ax1.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax1.set_xlabel("speed ratio: dyn's speed / the other toolkit's (log)" if dynet
+                   else "dyn speed / PyTorch speed (log)")
     ax1.set_yticks(y)
     ax1.set_yticklabels(names)
-    if by:
+    if bars or dynet or ranged:
         ax1.legend(loc="lower right", fontsize=8)
-    for i, v in zip(y, ratios):
-        if v:
-            ax1.text(v, i, " %.2f" % v, va="center", fontsize=8)
-    h = 0.4
-    ax2.barh([i + h / 2 for i in y], [r["dyn"] or 0 for r in rows][::-1], h, label="dyn", color="#2a7ab9")
-    ax2.barh([i - h / 2 for i in y], [r["torch"] or 0 for r in rows][::-1], h, label="PyTorch", color="#999")
+    toolkits = [("dyn", "dyn", DYN_COLOR)] + ([("dynet", "DyNet", DYNET_COLOR)] if dynet else [])
+    toolkits.append(("torch", "PyTorch", TORCH_COLOR))
+    h = 0.8 / len(toolkits)
+    for k, (key, label, color) in enumerate(toolkits):
+        dy = h * ((len(toolkits) - 1) / 2 - k)
+        ax2.barh([i + dy for i in y], [r.get(key) or 0 for r in rows][::-1], h, label=label, color=color)
     ax2.set_xscale("log")
     ax2.set_xlabel("training speed (words/s or sentences/s, log)")
     ax2.legend(loc="lower right", fontsize=8)
@@ -227,6 +285,26 @@ def chart(rows, path, title):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def chart_title(rows, what, date):
+    """The chart's title: the toolkits in it, how long each run trained and the run's date."""
+    who = "dyn vs DyNet vs PyTorch" if any(r.get("dynet") for r in rows) else "dyn vs PyTorch"
+    return "DyNet paper tasks, %s: %s" % (who, ", ".join(str(x) for x in (what, date) if x))
+
+
+def chart_ref(path, out):
+    """The chart's path as the markdown file out links it: relative, with forward slashes."""
+    return os.path.relpath(path, os.path.dirname(os.path.abspath(out))).replace(os.sep, "/")
+
+
+def image_line(rel, rows, replot=False):
+    """The section's markdown line that shows the chart at rel (relative to --out)."""
+    who = "DyNet and PyTorch" if any(r.get("dynet") for r in rows) else "PyTorch"
+    alt = "dyn against %s on the DyNet paper's tasks" % who
+    if replot:
+        alt += ", the chart drawn from the table above (bench/run.py --replot)"
+    return "![%s](%s)" % (alt, rel)
 
 
 def write_section(out, text, begin=BEGIN, end=END):
@@ -277,7 +355,12 @@ def main(argv=None):
                    "order reversed every other round; speeds are the medians over the rounds and each "
                    "ratio is the median of the rounds' ratios (runs minutes apart on a noisy machine), "
                    "shown with their range")
+    p.add_argument("--replot", action="store_true",
+                   help="run nothing: draw the chart (--chart) from the table already between the "
+                   "paper-tasks markers of --out and add its image line to that section")
     args = p.parse_args(argv)
+    if args.replot:
+        return replot(args)
     argv = sys.argv[1:] if argv is None else argv
     env = dict(os.environ)
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -320,57 +403,73 @@ def main(argv=None):
             # odd rounds: DyNet, PyTorch, dyn, then the on/off run
             for k, job in (jobs if r % 2 == 0 else jobs[2::-1] + jobs[3:]):
                 runs[k].append(job())
-        dyn_kv, pt_kv = runs["dyn"][0], runs["torch"][0]
-        dss, pss, nss = ([speed(kv)[0] for kv in runs[k]] for k in ("dyn", "torch", "dynet"))
-        unit = speed(dyn_kv)[1]
-        ds, ps, ns = median(dss), median(pss), median(nss)
-        abs_ = [float(kv["ab_on_off"]) if "ab_on_off" in kv else None for kv in runs["ab"]]
-        ab = median(abs_)
-        ratios = [d / q if d and q else None for d, q in zip(dss, pss)]
-        ratio = median(ratios)
-        dn_ratios = [d / q if d and q else None for d, q in zip(dss, nss)]
-        dn_ratio = median(dn_ratios)
-        bar = BARS.get(name)
-        rows.append({"name": name, "dyn": ds, "torch": ps, "ratio": ratio})
-        cells = [
-            name,
-            unit,
-            "%.0f" % ds if ds else "-",
-            "%.0f" % ps if ps else "-",
-            fmt_ratio(ratio, bar) + spread(ratios),
-            "≥ %g" % bar if bar else "",
-            "%.0f" % ns if ns else "-",
-            ("%.2f" % dn_ratio + spread(dn_ratios)) if dn_ratio else "-",
-            ("%.3f" % ab + spread(abs_, "%.3f")) if ab else "-",
-            "%.2f" % float(dyn_kv.get("startup_time", "nan")),
-            "%.2f" % float(pt_kv.get("startup_time", "nan")) if pt_kv else "-",
-            quality(dyn_kv),
-            quality(pt_kv) if pt_kv else "-",
-        ]
-        rows[-1]["cells"] = cells
-        print(" | ".join(cells), flush=True)
+        rows.append(paper_row(name, runs))
+        print(" | ".join(rows[-1]["cells"]), flush=True)
 
     out = os.path.abspath(args.out)
     chart_path = os.path.abspath(args.chart or os.path.splitext(out)[0] + "_paper.png")
-    what = run_length(args)
-    title = "DyNet paper tasks, dyn vs PyTorch: %s, %s" % (what, datetime.date.today())
-    drawn = chart(rows, chart_path, title)
-    head = ["task", "unit", "dyn", "PyTorch", "dyn/PyTorch", "bar", "DyNet", "dyn/DyNet",
-            "dyn batching on/off", "startup dyn s", "startup PyTorch s"]
-    head += ["dev dyn", "dev PyTorch"]
+    what, today = run_length(args), datetime.date.today()
+    drawn = chart(rows, chart_path, chart_title(rows, what, today))
+    image = image_line(chart_ref(drawn, out), rows) if drawn else None
+    lines = paper_section(shown_args(argv), today, machine(args.threads), what, args.note, rows, image)
+    write_section(out, "\n".join(lines))
+    print("wrote", out, "and " + drawn if drawn else "")
+    return failures(rows)
+
+
+PAPER_HEAD = ["task", "unit", "dyn", "PyTorch", "dyn/PyTorch", "bar", "DyNet", "dyn/DyNet",
+              "dyn batching on/off", "startup dyn s", "startup PyTorch s", "dev dyn", "dev PyTorch"]
+
+
+def paper_row(name, runs):
+    """A configuration's row from its runs (for each of dyn, torch, dynet and ab, a round's key=value
+    output a round, {} where it did not run): the medians, ratios and ranges, and the table's cells."""
+    dyn_kv, pt_kv = runs["dyn"][0], runs["torch"][0]
+    dss, pss, nss = ([speed(kv)[0] for kv in runs[k]] for k in ("dyn", "torch", "dynet"))
+    unit = speed(dyn_kv)[1]
+    ds, ps, ns = median(dss), median(pss), median(nss)
+    abs_ = [float(kv["ab_on_off"]) if "ab_on_off" in kv else None for kv in runs["ab"]]
+    ab = median(abs_)
+    ratios = [d / q if d and q else None for d, q in zip(dss, pss)]
+    ratio = median(ratios)
+    dn_ratios = [d / q if d and q else None for d, q in zip(dss, nss)]
+    dn_ratio = median(dn_ratios)
+    bar = BARS.get(name)
+    cells = [
+        name,
+        unit,
+        "%.0f" % ds if ds else "-",
+        "%.0f" % ps if ps else "-",
+        fmt_ratio(ratio, bar) + spread(ratios),
+        "≥ %g" % bar if bar else "",
+        "%.0f" % ns if ns else "-",
+        ("%.2f" % dn_ratio + spread(dn_ratios)) if dn_ratio else "-",
+        ("%.3f" % ab + spread(abs_, "%.3f")) if ab else "-",
+        "%.2f" % float(dyn_kv.get("startup_time", "nan")),
+        "%.2f" % float(pt_kv.get("startup_time", "nan")) if pt_kv else "-",
+        quality(dyn_kv),
+        quality(pt_kv) if pt_kv else "-",
+    ]
+    return {"name": name, "dyn": ds, "torch": ps, "ratio": ratio, "ratio_range": extent(ratios),
+            "dynet": ns, "dn_ratio": dn_ratio, "dn_range": extent(dn_ratios), "cells": cells}
+
+
+def paper_section(shown, date, machine_line, what, note, rows, image=None):
+    """The lines of the paper-tasks section: heading, command line and date, machine and run length,
+    the note, the table and the chart's image line."""
     lines = [
         "## The DyNet paper's tasks against PyTorch (`bench/run.py`)",
         "",
         "Generated by `python bench/run.py %s` on %s (the table and chart between the"
-        " `paper-tasks` markers are rewritten by each run)." % (shown_args(argv), datetime.date.today()),
+        " `paper-tasks` markers are rewritten by each run)." % (shown, date),
         "",
         "Machine: %s. %s, dyn, PyTorch and (where its column has figures) DyNet run one after the"
         " other for each configuration, DyNet running the dyn programs themselves (`--toolkit dynet`);"
         " dev evaluation is not counted in the training time; speeds are training"
-        " words (RNN LM, taggers) or sentences (Tree-LSTM) per second." % (machine(args.threads), what),
+        " words (RNN LM, taggers) or sentences (Tree-LSTM) per second." % (machine_line, what),
     ]
-    if args.note:
-        lines += ["", args.note]
+    if note:
+        lines += ["", note]
     lines += [
         "",
         "The `bar` column is the project's target for dyn/PyTorch (bold: met in this run). The dev"
@@ -379,13 +478,101 @@ def main(argv=None):
         " automatic batching on to off in one more run that trains every item both ways, the order"
         " alternating (`--ab-compare`).",
         "",
-    ] + table(head, rows)
-    if drawn:
-        rel = os.path.relpath(drawn, os.path.dirname(out)).replace(os.sep, "/")
-        lines += ["", "![dyn against PyTorch on the DyNet paper's tasks](%s)" % rel]
-    write_section(out, "\n".join(lines))
-    print("wrote", out, "and " + drawn if drawn else "")
-    return failures(rows)
+    ] + table(PAPER_HEAD, rows)
+    if image:
+        lines += ["", image]
+    return lines
+
+
+def section_of(text, begin=BEGIN, end=END):
+    """The text between the markers (what write_section was given), or None."""
+    if begin not in text or end not in text or text.index(begin) > text.index(end):
+        return None
+    inner = text[text.index(begin) + len(begin) : text.index(end)]
+    return inner[1:] if inner.startswith("\n") else inner
+
+
+def number(cell):
+    """A cell's number (bold or not; a bracketed range after it is left), or None for '-' and ''."""
+    m = re.match(r"\**([0-9][0-9,]*(?:\.[0-9]+)?)\**", cell.strip())
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+def cell_range(cell):
+    """The bracketed '(lo–hi)' of a cell as (lo, hi), or None."""
+    m = re.search(r"\(([0-9.]+)\s*[–-]\s*([0-9.]+)\)", cell)
+    return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+def read_table(section):
+    """The rows of the section's table, as main() builds them for chart(): name, the speeds dyn,
+    torch and dynet, the ratios and their ranges (None where a cell is '-' or the column is
+    missing), and the cells as written."""
+    lines = section.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith("| task |")), None)
+    if start is None:
+        return []
+    head = table_cells(lines[start])
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        # by the header's names: a table of an older run lacks some columns
+        written = table_cells(line)
+        cells = dict(zip(head, written))
+        ratio, dn_ratio = cells.get("dyn/PyTorch", "-"), cells.get("dyn/DyNet", "-")
+        rows.append({"name": cells["task"], "dyn": number(cells.get("dyn", "-")),
+                     "torch": number(cells.get("PyTorch", "-")), "ratio": number(ratio),
+                     "ratio_range": cell_range(ratio), "dynet": number(cells.get("DyNet", "-")),
+                     "dn_ratio": number(dn_ratio), "dn_range": cell_range(dn_ratio), "cells": written})
+    return rows
+
+
+def table_cells(line):
+    """The cells of a markdown table line that table() wrote."""
+    return [c.strip() for c in line.strip()[1:-1].split("|")]
+
+
+def section_run(section):
+    """(run length, date) from the section's 'Generated by ... on DATE' and machine lines (None for
+    what is not there)."""
+    date = re.search(r"^Generated by .* on (\d{4}-\d\d-\d\d)\b", section, re.M)
+    what = re.search(r"^Machine: .*? thread\(s\) per run\. (.*?), dyn, PyTorch and ", section, re.M)
+    return (what.group(1) if what else None), (date.group(1) if date else None)
+
+
+def with_image(section, line):
+    """The section with its chart's image line (one pointing where line points) replaced by line,
+    or line added at the end."""
+    target = line[line.rindex("](") :]
+    lines = section.rstrip("\n").split("\n")
+    old = [i for i, x in enumerate(lines) if x.startswith("![") and x.endswith(target)]
+    if not old:
+        return "\n".join(lines + ["", line])
+    lines[old[0]] = line
+    return "\n".join(x for i, x in enumerate(lines) if i not in old[1:])
+
+
+def replot(args):
+    """--replot: the chart from the table between the paper-tasks markers of --out, its title from
+    the section's lines, and the image line put into the section (the rest of the file unchanged).
+    Nothing is run and nothing but matplotlib imported."""
+    out = os.path.abspath(args.out)
+    section = None
+    if os.path.exists(out):
+        with open(out, encoding="utf-8") as f:
+            section = section_of(f.read())
+    rows = read_table(section) if section is not None else []
+    if not rows:
+        print("error: no paper-tasks table between %s and %s in %s" % (BEGIN, END, out), file=sys.stderr)
+        return 2
+    chart_path = os.path.abspath(args.chart or os.path.splitext(out)[0] + "_paper.png")
+    drawn = chart(rows, chart_path, chart_title(rows, *section_run(section)))
+    if not drawn:
+        return 1
+    write_section(out, with_image(section, image_line(chart_ref(drawn, out), rows, replot=True)))
+    print("wrote", drawn, "from the table of", out, "(%d rows)" % len(rows))
+    return 0
 
 
 def run_length(args):

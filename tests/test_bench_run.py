@@ -1,7 +1,10 @@
 """bench/run.py rewrites only its own section of docs/benchmarks.md (no benchmark is run here)."""
 
+import argparse
 import importlib.util
 import os
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -244,3 +247,182 @@ def test_same_items_tabulates_dev_metrics_per_seed(tmp_path):
         seeds = per_seed.strip("()").split(", ")
         assert len(seeds) == 2 and seeds[0] == seeds[1] == median and 0 <= float(median) <= 1
         assert row[3] == "-" and row[5] == "-" and float(row[4]) > 0
+
+
+def _paper_file(run, tmp_path, image=False, dynet=True):
+    """A benchmarks file whose paper-tasks section is what main() writes for three rounds of made-up
+    runs (one configuration without PyTorch and DyNet), text around it; the rows and its run length."""
+    def kv(unit, v, **more):
+        return dict({unit: "%r" % v, "startup_time": "0.5"}, **more)
+
+    def runs(unit, d, p, n, dev):
+        return {"dyn": [kv(unit, x, dev_acc=dev) for x in d],
+                "torch": [kv(unit, x, dev_acc="0.8") if x else {} for x in p],
+                "dynet": [kv(unit, x) if x and dynet else {} for x in n],
+                "ab": [{"ab_on_off": "%r" % x} for x in (1.0081, 1.0074, 1.0123)]}
+    rows = [run.paper_row("bilstm_tagger", runs("words_per_sec", (42096.4, 40123.9, 45000.1),
+                                                (4998.2, 5300.7, 4766.0), (17793.3, 17400.2, 18101.9),
+                                                "0.895")),
+            run.paper_row("treelstm --sparse", runs("sents_per_sec", (1506.2, 1480.0, 1510.9),
+                                                    (118.1, 119.3, 112.0), (752.4, 760.1, 701.5), "0.389")),
+            run.paper_row("rnnlm --minibatch 4", runs("words_per_sec", (4654.0, 4700.2, 4600.9),
+                                                      (None,) * 3, (None,) * 3, "0.1"))]
+    what = run.run_length(argparse.Namespace(time=8.0, quick=False, rounds=3))
+    machine = "A CPU (x86_64), 2 cores; 1 thread(s) per run"
+    lines = run.paper_section("--time 8 --rounds 3", "2026-12-03", machine, what, "", rows,
+                              run.image_line("bench_paper.png", rows) if image else None)
+    out = tmp_path / "bench.md"
+    out.write_text("# Benchmarks\n\nintro\n")
+    run.write_section(str(out), "\n".join(lines))
+    with open(out, "a", encoding="utf-8") as f:
+        f.write("\nafter the section\n")
+    return out, rows, what
+
+
+def test_replot_reads_back_the_table_main_writes(tmp_path):
+    """--replot's parsing (no matplotlib needed): the numbers of each row as the cells print them,
+    '-' as None, the ratios' ranges, and the run length and date of the section's lines."""
+    run = _run_module()
+    out, rows, what = _paper_file(run, tmp_path)
+    section = run.section_of(out.read_text(encoding="utf-8"))
+    back = run.read_table(section)
+    assert [r["name"] for r in back] == [r["name"] for r in rows]
+    for b, r in zip(back, rows):
+        assert b["cells"] == r["cells"]
+        for key in ("dyn", "torch", "dynet"):
+            assert b[key] == (float("%.0f" % r[key]) if r[key] else None), key
+        for key, span in (("ratio", "ratio_range"), ("dn_ratio", "dn_range")):
+            assert b[key] == (float("%.2f" % r[key]) if r[key] else None), key
+            assert b[span] == (tuple(float("%.2f" % x) for x in r[span]) if r[span] else None), span
+    assert back[0]["cells"][4].startswith("**") and back[0]["ratio_range"][0] < back[0]["ratio"]
+    assert back[2]["torch"] is back[2]["ratio"] is back[2]["dynet"] is back[2]["dn_range"] is None
+    assert run.section_run(section) == (what, "2026-12-03")
+    assert run.chart_title(back, what, "2026-12-03") == (
+        "DyNet paper tasks, dyn vs DyNet vs PyTorch: %s, 2026-12-03" % what)
+    (tmp_path / "none.md").write_text("# Benchmarks\n")
+    assert run.main(["--replot", "--out", str(tmp_path / "none.md")]) == 2
+
+
+def _is_png(path):
+    with open(path, "rb") as f:
+        return f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_replot_draws_the_chart_and_adds_its_image_line_once(tmp_path):
+    pytest.importorskip("matplotlib")
+    run = _run_module()
+    out, rows, _ = _paper_file(run, tmp_path)
+    before = out.read_text(encoding="utf-8")
+    png = tmp_path / "bench_paper.png"
+    assert run.main(["--replot", "--out", str(out)]) == 0
+    assert _is_png(png)
+    line = run.image_line("bench_paper.png", rows, replot=True)
+    assert "drawn from the table" in line
+    after = out.read_text(encoding="utf-8")
+    # every byte as it was but the image line, after the table
+    assert after == before.replace("\n" + run.END, "\n\n" + line + "\n" + run.END)
+    assert run.main(["--replot", "--out", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == after and after.count("](bench_paper.png)") == 1
+    # the image line of main()'s own chart is replaced, not repeated; --chart elsewhere is linked there
+    out, rows, _ = _paper_file(run, tmp_path, image=True)
+    assert run.main(["--replot", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.count("](bench_paper.png)") == 1 and line in text
+    assert run.main(["--replot", "--out", str(out), "--chart", str(tmp_path / "img" / "c.png")]) == 0
+    assert _is_png(tmp_path / "img" / "c.png") and "](img/c.png)" in out.read_text(encoding="utf-8")
+
+
+def _drawn(run, rows, path, monkeypatch):
+    """chart()'s figure: its axes' legend labels, the PNG written."""
+    import matplotlib.figure
+
+    figs, save = [], matplotlib.figure.Figure.savefig
+
+    def keep(fig, *a, **k):
+        figs.append(fig)
+        return save(fig, *a, **k)
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    assert run.chart(rows, str(path), "title") == str(path) and _is_png(path)
+    legends = [ax.get_legend() for ax in figs[0].axes]
+    return [[t.get_text() for t in leg.get_texts()] if leg else [] for leg in legends]
+
+
+def test_chart_without_dynet_is_dyn_against_pytorch(tmp_path, monkeypatch):
+    """Rows without DyNet's figures (main() without DyNet; a table without its columns) give the two
+    panels of dyn against PyTorch; with them DyNet joins both."""
+    pytest.importorskip("matplotlib")
+    run = _run_module()
+    rows = [{"name": "bilstm_tagger", "dyn": 42000.0, "torch": 5000.0, "ratio": 8.4},
+            {"name": "rnnlm --minibatch 4", "dyn": 4600.0, "torch": 5100.0, "ratio": 0.9,
+             "ratio_range": (0.8, 1.1)},
+            {"name": "treelstm", "dyn": None, "torch": 20.0, "ratio": None, "dynet": None}]
+    legends = _drawn(run, rows, tmp_path / "a.png", monkeypatch)
+    assert len(legends) == 2 and legends[1] == ["dyn", "PyTorch"] and "dyn / DyNet" not in legends[0]
+    assert run.chart_title(rows, "8 s", "2026-12-03") == "DyNet paper tasks, dyn vs PyTorch: 8 s, 2026-12-03"
+    rows[0].update(dynet=17000.0, dn_ratio=2.47)
+    legends = _drawn(run, rows, tmp_path / "b.png", monkeypatch)
+    assert legends[1] == ["dyn", "DyNet", "PyTorch"] and "dyn / DyNet" in legends[0]
+
+
+def test_replot_imports_neither_dyn_nor_pytorch_nor_dynet(tmp_path):
+    """--replot runs where none of the toolkits can be imported (it only redraws a table)."""
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("matplotlib")
+    run = _run_module()
+    out, _, _ = _paper_file(run, tmp_path)
+    blocked = tmp_path / "blocked"
+    for name in ("dyn", "torch", "dynet"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text("raise ImportError('blocked by the test')\n")
+    t = time.time()
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--replot", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+                       env=dict(os.environ, PYTHONPATH=str(blocked)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _is_png(tmp_path / "bench_paper.png") and time.time() - t < 60
+
+
+def test_main_writes_the_table_replot_reads(tmp_path, monkeypatch):
+    """main() itself, its runs faked (nothing trains): the section it writes reads back with the
+    speeds and ratios it was given, DyNet's among them; --replot keeps a single image line."""
+    import sys
+    import types
+
+    run = _run_module()
+    speeds = {"dyn": 3000.0, "torch": 1200.0, "dynet": 1500.0}
+
+    def fake_run_one(script, extra, args, env, python=None):
+        if "--ab-compare" in extra:
+            return {"ab_on_off": "1.010"}
+        who = "dynet" if "--toolkit" in extra else "torch" if os.sep + "peers" + os.sep in script else "dyn"
+        return {"words_per_sec": "%r" % speeds[who], "startup_time": "0.5", "dev_ppl": "700.0"}
+    monkeypatch.setattr(run, "run_one", fake_run_one)
+    monkeypatch.setattr(run, "machine", lambda threads: "A CPU; %d thread(s) per run" % threads)
+    # PyTorch and DyNet "there": find_spec and the `import dynet` check are the only ways main() looks
+    monkeypatch.setattr(run, "importlib", types.SimpleNamespace(
+        util=types.SimpleNamespace(find_spec=lambda name: object() if name == "torch" else None)))
+    monkeypatch.setattr(run, "subprocess", types.SimpleNamespace(run=lambda *a, **k: types.SimpleNamespace(
+        returncode=0)))
+    monkeypatch.setitem(sys.modules, "common", types.SimpleNamespace(
+        default_data_dir=lambda: str(tmp_path), check_data=lambda *a: None))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    out = tmp_path / "bench.md"
+    argv = ["--only", "rnnlm", "--time", "8", "--rounds", "2", "--dynet-python", "py", "--out", str(out)]
+    assert run.main(argv) == 0
+    section = run.section_of(out.read_text(encoding="utf-8"))
+    rows = run.read_table(section)
+    minibatches = ("1", "4", "16", "64", "1 --sparse", "64 --sparse")
+    assert [r["name"] for r in rows] == ["rnnlm --minibatch %s" % m for m in minibatches]
+    for r in rows:
+        assert (r["dyn"], r["torch"], r["dynet"], r["ratio"], r["dn_ratio"]) == (3000, 1200, 1500, 2.5, 2.0)
+        assert r["ratio_range"] == (2.5, 2.5) and r["dn_range"] == (2.0, 2.0)
+    assert rows[0]["cells"][4] == "**2.50** (2.50–2.50)" and rows[1]["cells"][4] == "2.50 (2.50–2.50)"
+    what, date = run.section_run(section)
+    assert what == run.run_length(argparse.Namespace(time=8.0, quick=False, rounds=2)) and date
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert "](bench_paper.png)" in section and "DyNet and PyTorch" in section
+        assert run.main(["--replot", "--out", str(out)]) == 0
+        assert out.read_text(encoding="utf-8").count("](bench_paper.png)") == 1
