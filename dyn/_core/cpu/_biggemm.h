@@ -24,7 +24,6 @@
 #define DYN_BIGGEMM_H
 
 #include <stdlib.h>
-#include <string.h>
 #include "_skinnygemm.h" /* dyn_v16, dyn_sk_ld/st, DYN_CLONES_SK */
 
 #define DYN_BG_MR 32
