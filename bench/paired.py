@@ -18,6 +18,8 @@ The switches (each one's default is on):
   deferred-catchup  lookups defer the exact catch-up of their rows to the next forward pass
   fast-transduce    VanillaLSTMBuilder.transduce makes the fused nodes directly
   autobatch         automatic batching (as the tasks' --ab-compare)
+  bias-sum          the softmax's backward sums its affine_transform's bias gradient (softmax._set_bias_sum)
+  fresh-small       score gradients of 1-16 MB written fresh, not zeroed first (off: 16 MB and up only)
 """
 
 import os
@@ -62,6 +64,14 @@ def _switch(name):
         def set_fast(on):
             VanillaLSTMBuilder._advance = fast if on else RNNBuilderBase._advance
         return set_fast
+    if name == "bias-sum":
+        from dyn._core.cpu import softmax
+
+        return softmax._set_bias_sum
+    if name == "fresh-small":
+        from dyn._core.core import graph
+
+        return lambda on: graph._set_fresh_min(262144 if on else 4194304)
     if name == "autobatch":
         from dyn._config import state
 

@@ -16,7 +16,7 @@ V, H, B = 40, 6, 5
 @pytest.fixture
 def fresh_min():
     """Set the size from which gradients are left unzeroed; restored afterwards."""
-    old = graph._set_fresh_min(4194304)
+    old = graph._set_fresh_min(262144)
     yield graph._set_fresh_min
     graph._set_fresh_min(old)
 
@@ -132,10 +132,10 @@ def test_fresh_matches_numpy(fresh_min):
 
 
 def test_default_size_takes_large_scores_only():
-    """At the default size the path is taken for a score matrix of 4M elements (16 MB) or more."""
+    """At the default size the path is taken for a score matrix of 256K elements (1 MB) or more."""
     m = dy.ParameterCollection()
     W = m.add_parameters((4096, 8))
-    for batch, expect in ((1023, 0), (1024, 1)):
+    for batch, expect in ((63, 0), (64, 1)):
         dy.renew_cg()
         x = dy.inputTensor(np.ones((8, batch)), batched=True)
         loss = dy.sum_batches(dy.pickneglogsoftmax_batch(dy.parameter(W) * x, [1] * batch))
@@ -153,3 +153,98 @@ def test_second_backward_on_the_same_graph(fresh_min):
     g1 = s.gradient().copy()
     loss.backward()
     np.testing.assert_array_equal(s.gradient(), g1)
+
+
+def _bias_case(batch, bias="param", seed=4):
+    """A batch of `batch` score columns from affine_transform, the bias a parameter, a constant
+    parameter or an input given per batch element."""
+    def build(W, b, E):
+        ids = [(3 * i + 1) % 10 for i in range(batch)]
+        h = dy.tanh(dy.lookup_batch(E, ids))
+        if bias == "param":
+            bb = dy.parameter(b)
+        elif bias == "const":
+            bb = dy.const_parameter(b)
+        else:
+            bb = dy.inputTensor(np.linspace(-1, 1, V * batch).reshape(V, batch), batched=True)
+        s = dy.affine_transform([bb, dy.parameter(W), h])
+        return dy.sum_batches(dy.pickneglogsoftmax_batch(s, [(7 * i) % V for i in range(batch)])), s, h
+    return build
+
+
+@pytest.mark.parametrize("batch", [2, 3, 4, 5, 8, 9, 13])
+@pytest.mark.parametrize("autobatch", [False, True], ids=["engine-off", "engine-on"])
+def test_bias_gradient_summed_by_the_softmax(batch, autobatch, fresh_min):
+    """float32, a parameter bias: the softmax's backward sums the bias gradient from the columns
+    it writes (four at a time, the rest one by one) and affine's backward leaves it out; every
+    gradient is bit for bit the zeroed path's, and the one with the fusion switched off."""
+    from dyn._core.cpu import softmax
+    zeroed, _ = _grads(_bias_case(batch), 10**9, autobatch, fresh_min)
+    c0 = softmax._bias_sum_count()
+    fused, n = _grads(_bias_case(batch), 1, autobatch, fresh_min)
+    assert n == 1 and softmax._bias_sum_count() == c0 + 1
+    old = softmax._set_bias_sum(False)
+    try:
+        plain, n = _grads(_bias_case(batch), 1, autobatch, fresh_min)
+    finally:
+        assert softmax._set_bias_sum(old) is False
+    assert n == 1 and softmax._bias_sum_count() == c0 + 1
+    assert np.any(fused[1] != 0)
+    for a, c, d in zip(zeroed, fused, plain):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(d, c)
+
+
+@pytest.mark.parametrize("build,why", [
+    (_bias_case(5, "const"), "constant bias"), (_bias_case(5, "batched"), "a bias per element"),
+    (_broadcast, "one score column"), (_one_word, "no batch"), (_two_consumers, "two consumers")])
+def test_bias_gradient_left_to_affine(build, why, fresh_min):
+    """Where the bias needs no gradient, is given per batch element, or the scores are not written
+    fresh over a batch, affine's backward keeps the bias (no fused sum), with the same results."""
+    from dyn._core.cpu import softmax
+    zeroed, _ = _grads(build, 10**9, False, fresh_min)
+    c0 = softmax._bias_sum_count()
+    fresh, _ = _grads(build, 1, False, fresh_min)
+    assert softmax._bias_sum_count() == c0, why
+    for a, c in zip(zeroed, fresh):
+        np.testing.assert_array_equal(a, c)
+
+
+def test_bias_gradient_float64_left_to_affine(fresh_min):
+    """In float64 the bias gradient stays with affine's backward (its kernel sums float32)."""
+    from dyn._core.cpu import softmax
+    dy.set_precision("float64")
+    try:
+        zeroed, _ = _grads(_bias_case(6), 10**9, False, fresh_min)
+        c0 = softmax._bias_sum_count()
+        fresh, _ = _grads(_bias_case(6), 1, False, fresh_min)
+        assert softmax._bias_sum_count() == c0
+    finally:
+        dy.set_precision("float32")
+    for a, c in zip(zeroed, fresh):
+        np.testing.assert_array_equal(a, c)
+
+
+def test_bias_gradient_twice_on_the_same_graph(fresh_min):
+    """Backward twice from the same loss: the bias gradient is added once each pass (the flag that
+    tells affine's backward to leave it out lasts one pass), bit for bit as without the fusion."""
+    from dyn._core.cpu import softmax
+    fresh_min(1)
+    got = []
+    for on in (True, False):
+        old = softmax._set_bias_sum(on)
+        try:
+            m, W, b, E, _ = _model(2)
+            dy.renew_cg()
+            loss, s, _ = _bias_case(6)(W, b, E)
+            loss.backward()
+            g1 = b.grad_as_array().copy()
+            loss.backward()
+            got.append((g1, b.grad_as_array().copy()))
+        finally:
+            softmax._set_bias_sum(old)
+    (g1, g2), (h1, h2) = got
+    assert np.any(g1 != 0)
+    np.testing.assert_allclose(g2, 2 * g1, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(g1, h1)
+    np.testing.assert_array_equal(g2, h2)

@@ -26,6 +26,9 @@ cdef enum:
     F_VIA_ALIAS = 256 # a batch's shared argument that its members read through a weight alias
                       # (AB_ALIAS): the alias's backward runs after the batch's, so a kernel may
                       # leave its part of that gradient to the alias (lstm_step: dyn/_core/cpu/rnn.pyx)
+    F_BIASG = 512     # an affine_transform whose bias gradient its one consumer's backward added
+                      # (pickneglogsoftmax over a fresh gradient: dyn/_core/cpu/softmax.pyx); its own
+                      # backward leaves the bias out once and clears the flag
 
 ctypedef struct Dim:
     int d[7]

@@ -325,7 +325,7 @@ cdef int set_bwd_overwrites(int op, int device) except -1:
     return 0
 
 
-cdef long FRESH_MIN = 4194304   # elements (16 MB in float32): smaller gradients are zeroed with the rest
+cdef long FRESH_MIN = 262144    # elements (1 MB in float32): smaller gradients are zeroed with the rest
 cdef int LAST_FRESH = 0         # how many gradients the last backward pass left unzeroed (tests)
 
 
@@ -335,7 +335,7 @@ def _last_fresh():
 
 
 def _set_fresh_min(long n):
-    """Tests: the smallest gradient (elements) mark_fresh leaves unzeroed (default 4194304); returns
+    """Tests: the smallest gradient (elements) mark_fresh leaves unzeroed (default 262144); returns
     the previous value."""
     global FRESH_MIN
     old = FRESH_MIN
@@ -366,7 +366,7 @@ cdef int mark_fresh(int nid, const unsigned char* live, const int* inb) except -
     global LAST_FRESH
     LAST_FRESH = 0
     for i in range(nid + 1):
-        G.nodes[i].flags &= ~F_GFRESH
+        G.nodes[i].flags &= ~(F_GFRESH | F_BIASG)
         if i != nid and _fresh_candidate(i, live, inb):
             any = True
     if not any:

@@ -8,7 +8,7 @@ from libc.math cimport sqrt
 from libc.string cimport memset, memcpy
 from dyn._core.core.graph cimport (
     Graph, Node, Dim, DEV_CPU, set_kernels, kfwd_fn, kbwd_fn, dim_size, dim_total, dim_cols, arg, LowRank,
-    LR_ZERO, LR_PENDING, F_PTRS, F_FIXED, lr_find, lr_written, set_lr_gemm, set_bwd_lowrank)
+    LR_ZERO, LR_PENDING, F_PTRS, F_FIXED, F_BIASG, lr_find, lr_written, set_lr_gemm, set_bwd_lowrank)
 from dyn._core.core.types cimport real, real_dtype
 from dyn._core.cpu.bcast cimport BIter, bi_init, bi_next, same_shape
 from dyn._core.cpu cimport blas as _blas
@@ -306,6 +306,9 @@ cdef void fwd_affine(Graph* g, Node* n, real* y) noexcept:
 cdef void bwd_affine(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* b
     cdef int k, j, s, bs
+    if i == 0 and (n.flags & F_BIASG):   # the softmax over it added the bias gradient already
+        n.flags &= ~F_BIASG
+        return
     if i == 0:
         b = arg(g, n, 0)
         s = dim_size(&n.dim)

@@ -7,16 +7,18 @@ registration in the kernel table.
 from libc.math cimport log as c_log, INFINITY
 from libc.string cimport memset
 from dyn._core.core.graph cimport (
-    Graph, Node, DEV_CPU, F_GFRESH, set_kernels, set_bwd_overwrites, kfwd_fn, kbwd_fn, dim_size, dim_cols,
-    dim_total, arg, idx)
+    Graph, Node, DEV_CPU, F_GFRESH, F_BIASG, F_NG, F_CONST, F_PTRS, set_kernels, set_bwd_overwrites, kfwd_fn,
+    kbwd_fn, dim_size, dim_cols, dim_total, arg, idx)
 from dyn._core.core.types cimport real
 from dyn._core.cpu.nonlin cimport _exp, _log
 from dyn._core.ops.nonlin cimport OP_SOFTMAX, OP_LOGSOFTMAX, OP_RLOGSOFTMAX, OP_LSE, OP_PNLS
+from dyn._core.ops.arith cimport OP_AFFINE
 
 cdef extern from "_fastmath.h" nogil:
     void dyn_logsumexp_f32(const float* x, long n, float* mx, float* ls)
     void dyn_softmax_acc_f32(float* gx, const float* x, long n, float mx, float ls, float c)
     void dyn_softmax_set_f32(float* gx, const float* x, long n, float mx, float ls, float c)
+    void dyn_colsum_acc_f32(float* y, const float* G, long m, long C)
 
 # Kernels are fused over `real` (float32/float64): y is the node's value, gy its gradient; the
 # kernel table holds both specialisations (set_kernels), so no kernel asks which float type it
@@ -235,9 +237,10 @@ cdef void _pnls_fwd(real* y, real* x, real* lse, int* v, int m, int B, int xb) n
 
 
 cdef void _pnls_bwd(real* gx, real* gy, real* x, real* lse, int* v, int m, int B, int xb,
-                    bint fresh) noexcept nogil:
+                    bint fresh, float* bg) noexcept nogil:
     # d/dx (-log softmax(x)[v]) = softmax(x) - onehot(v), softmax(x) = exp((x - max) - log sum);
-    # fresh: gx holds nothing yet, and each element has a column of its own (xb > 1) to write
+    # fresh: gx holds nothing yet, and each element has a column of its own (xb > 1) to write;
+    # bg (float32, fresh and xb > 1 only, else NULL): the columns of gx summed into it as well
     cdef int b, i
     cdef real* pg
     cdef real* px
@@ -259,6 +262,12 @@ cdef void _pnls_bwd(real* gx, real* gy, real* x, real* lse, int* v, int m, int B
             for i in range(m):
                 pg[i] += c * _exp((px[i] - mx) - ls)
         pg[v[b]] -= c
+        if real is float and bg != NULL and b % 4 == 3:
+            # the last four columns, still in cache, into the bias gradient: the sums affine's
+            # backward would form from memory (four columns a pass, in order), bit for bit
+            dyn_colsum_acc_f32(bg, <float*>gx + <long>(b - 3) * m, m, 4)
+    if real is float and bg != NULL and B % 4:
+        dyn_colsum_acc_f32(bg, <float*>gx + <long>(B - B % 4) * m, m, B % 4)
 
 
 cdef void fwd_pnls(Graph* g, Node* n, real* y) noexcept:
@@ -266,17 +275,59 @@ cdef void fwd_pnls(Graph* g, Node* n, real* y) noexcept:
     _pnls_fwd(y, <real*>x.v, <real*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd)
 
 
+cdef bint _bias_sum_on = True   # off only to measure the fusion against affine's own pass
+cdef long _bias_sums = 0        # how many backward passes took it (tests)
+
+
+cdef float* _bias_grad(Graph* g, Node* x, int B) noexcept:
+    """x, whose gradient the softmax writes fresh (its one consumer), an affine_transform over the
+    batch with one bias vector that needs a gradient: that gradient, which the softmax's backward
+    then sums into while x's columns are still in cache (x carries F_BIASG: its own backward leaves
+    the bias out), so the 10k x tokens gradient is not read from memory once more for it; the sums
+    are the ones affine_transform's backward forms, in its order. Else NULL."""
+    cdef Node* b
+    global _bias_sums
+    if (not _bias_sum_on or x.op != OP_AFFINE or x.nargs < 3 or x.dim.nd != 1 or x.dim.bd < 2
+            or x.dim.bd != B or (x.flags & F_PTRS)):
+        return NULL
+    b = arg(g, x, 0)
+    if (b.dim.bd != 1 or dim_size(&b.dim) != x.dim.d[0] or not (b.flags & F_NG)
+            or (b.flags & (F_CONST | F_PTRS)) or b.g == NULL):
+        return NULL
+    x.flags |= F_BIASG
+    _bias_sums += 1
+    return <float*>b.g
+
+
 cdef void bwd_pnls(Graph* g, Node* n, int i, real* gy) noexcept:
     cdef Node* x = arg(g, n, 0)
     cdef bint fresh = (x.flags & F_GFRESH) != 0
+    cdef float* bg = NULL
     if fresh:
         x.flags &= ~F_GFRESH
         if x.dim.bd == 1 and n.dim.bd > 1:      # every element adds into the one column: zero it first
             memset(x.g, 0, <size_t>dim_total(&x.dim) * sizeof(real))
             fresh = False
-    _pnls_bwd(<real*>x.g, gy, <real*>x.v, <real*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, fresh)
+        elif real is float:
+            bg = _bias_grad(g, x, n.dim.bd)
+    _pnls_bwd(<real*>x.g, gy, <real*>x.v, <real*>n.aux, idx(g, n), x.dim.d[0], n.dim.bd, x.dim.bd, fresh, bg)
 
 
 set_kernels(OP_PNLS, DEV_CPU, <kfwd_fn>fwd_pnls[float], <kfwd_fn>fwd_pnls[double],
             <kbwd_fn>bwd_pnls[float], <kbwd_fn>bwd_pnls[double])
 set_bwd_overwrites(OP_PNLS, DEV_CPU)
+
+
+def _set_bias_sum(bint on):
+    """Measurements: pickneglogsoftmax_batch's backward sums an affine_transform's bias gradient
+    while it writes the scores' fresh gradient (on, the default) or leaves it to affine's backward
+    (off); returns the previous setting."""
+    global _bias_sum_on
+    cdef bint old = _bias_sum_on
+    _bias_sum_on = on
+    return old
+
+
+def _bias_sum_count():
+    """Tests: how many backward passes have summed a bias gradient that way since the module loaded."""
+    return _bias_sums
