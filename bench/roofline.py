@@ -11,7 +11,10 @@ Adam step's traffic (value, gradient and two moments read and written: 32 bytes 
 as a fraction of the better of the two bandwidths. With --torch, also PyTorch's step on the same
 model (time only).
 
-    python bench/roofline.py [--batch 1,64] [--steps 22] [--repeats 12] [--torch]
+With --trace, also every matrix product of dyn's steps (blas._trace): shape, path, time and rate,
+and how much of the step is left outside them.
+
+    python bench/roofline.py [--batch 1,64] [--steps 22] [--repeats 12] [--torch] [--trace]
 """
 
 import argparse
@@ -167,6 +170,8 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=22, help="sentence length (PTB's mean is about 22)")
     p.add_argument("--repeats", type=int, default=12)
     p.add_argument("--torch", action="store_true", help="PyTorch's step on the same model too")
+    p.add_argument("--trace", action="store_true",
+                   help="dyn's matrix products in its steps: shape, path, time and rate per step")
     args = p.parse_args(argv)
     # the machine may be shared: the limits are the best of two rounds, before and after the steps
     peak, (copy, add) = sgemm_peak(), bandwidth()
@@ -174,15 +179,27 @@ def main(argv=None):
     for B in map(int, args.batch.split(",")):
         N = B * args.steps
         blas_rates = blas_softmax_layer(N, max(3, args.repeats // 3))
-        ph, nparams = dyn_step(B, args.steps, args.repeats)
+        traced = None
+        if args.trace:
+            from dyn._core.cpu import blas as dyn_blas
+
+            dyn_step(B, args.steps, 1)   # the arenas grown first: every traced step is a steady one
+            dyn_blas._trace_reset()
+            dyn_blas._trace(True)
+        try:
+            ph, nparams = dyn_step(B, args.steps, args.repeats)
+        finally:
+            if args.trace:
+                dyn_blas._trace(False)
+                traced = dyn_blas._trace_table()[0]
         tp = torch_step(B, args.steps, args.repeats) if args.torch else None
-        runs.append((B, N, blas_rates, ph, nparams, tp))
+        runs.append((B, N, blas_rates, ph, nparams, tp, traced))
     peak2, (copy2, add2) = sgemm_peak(), bandwidth()
     peak, copy, add = max(peak, peak2), max(copy, copy2), max(add, add2)
     bw = max(copy, add)
     print("sgemm_peak_gflops=%.1f (numpy float32 n^3, n = 1024..3072, median rate, 1 thread)" % peak)
     print("copy_bandwidth_gbs=%.1f in_place_add_gbs=%.1f" % (copy, add))
-    for B, N, blas_rates, ph, nparams, tp in runs:
+    for B, N, blas_rates, ph, nparams, tp, traced in runs:
         print("\n# minibatch %d x %d steps (%d tokens)" % (B, args.steps, N))
         for k, (v, d, path) in blas_rates.items():
             print("blas_%s_gflops=%.1f (%.0f%% of peak); dyn's gemm %.1f (%.0f%%, path %s)"
@@ -205,6 +222,18 @@ def main(argv=None):
             "dyn_adam_gbs=%.1f (%.0f%% of the memory bandwidth; %d parameters, 32 bytes each)"
             % (gbs, 100 * gbs / bw, nparams)
         )
+        if traced:
+            # every traced step counted (the arenas already grown): per step on average
+            steps = args.repeats + 2
+            prod = sum(r[7] for r in traced) / steps
+            print("dyn_products_ms=%.2f per step (%.0f%% of the step's median), the rest %.2f:"
+                  % (1e3 * prod, 100 * prod / total, 1e3 * (total - prod)))
+            for op, m, n, k, path, _dt, calls, secs in sorted(traced, key=lambda r: -r[7]):
+                if secs / steps < 1e-4:
+                    continue
+                print("  %s %d x %d, k %d (%s): %g a step, %.2f ms, %.1f GFLOP/s"
+                      % (op, m, n, k, path, calls / steps, 1e3 * secs / steps,
+                         2.0 * m * n * k * calls / secs / 1e9))
         if tp:
             tt = sum(tp.values())
             print(

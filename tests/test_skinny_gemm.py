@@ -719,3 +719,26 @@ def test_transposed_matrix_vector_rule_and_the_product_trace(kernels_on):
         blas._set_amd_rules(False)
     blas._trace_reset()
     assert blas._trace_table() == ([], 0)
+
+
+def test_the_product_trace_counts_the_fused_bias(kernels_on):
+    """affine_transform's product with its bias fused (sgemm_bias) is in the product trace as the
+    product it is, with the path that ran it; its values are W x + b."""
+    import dyn as dy
+
+    rng = np.random.default_rng(12)
+    W = rng.standard_normal((1030, 260)).astype(np.float32)
+    b = rng.standard_normal(1030).astype(np.float32)
+    x = rng.standard_normal((260, 70)).astype(np.float32)
+    blas._trace_reset()
+    old = blas._trace(True)
+    try:
+        dy.renew_cg()
+        y = dy.affine_transform([dy.inputTensor(b), dy.inputTensor(W), dy.inputTensor(x, batched=True)])
+        got = y.npvalue()
+    finally:
+        blas._trace(old)
+    rows = [r[:5] for r in blas._trace_table()[0]]
+    blas._trace_reset()
+    assert ("NN", 1030, 70, 260, blas._skinny_path("NN", 1030, 70, 260)) in rows, rows
+    np.testing.assert_allclose(got, W.astype(np.float64) @ x + b[:, None], rtol=1e-4, atol=1e-4)

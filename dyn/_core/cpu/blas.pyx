@@ -641,8 +641,11 @@ cdef bint sgemm_bias(int m, int n, int k, float* A, int lda, float* B, int ldb, 
     untouched, where gemm takes another path."""
     global _bias_taken
     cdef int which
+    cdef unsigned long long t0 = 0
     if not _bias_on or m == 0 or n == 0:
         return False
+    if _trace_on:
+        t0 = dyn_ticks()
     which = _path_lda(_path(b'N', b'N', m, n, k), n, lda)
     if which == 1:
         dyn_sgemm_nn_bias(m, n, k, A, lda, B, ldb, bias, C, ldc)
@@ -651,6 +654,8 @@ cdef bint sgemm_bias(int m, int n, int k, float* A, int lda, float* B, int ldb, 
     elif which != 14 or dyn_sgemm_big(b'N', m, n, k, 1.0, A, lda, B, ldb, 0.0, C, ldc, bias) != 0:
         return False
     _bias_taken += 1
+    if _trace_on:    # counted as the product it is, with the path that ran it
+        _trace_add(0, m, n, k, which, 0, dyn_ticks() - t0)
     return True
 
 
