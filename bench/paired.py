@@ -19,7 +19,7 @@ The switches (each one's default is on):
   fast-transduce    VanillaLSTMBuilder.transduce makes the fused nodes directly
   autobatch         automatic batching (as the tasks' --ab-compare)
   bias-sum          the softmax's backward sums its affine_transform's bias gradient (softmax._set_bias_sum)
-  fresh-small       score gradients of 1-16 MB written fresh, not zeroed first (off: 16 MB and up only)
+  fresh-small       score gradients from 1 MB written fresh, not zeroed first (off: from 16 MB only)
 """
 
 import os
@@ -71,7 +71,9 @@ def _switch(name):
     if name == "fresh-small":
         from dyn._core.core import graph
 
-        return lambda on: graph._set_fresh_min(262144 if on else 4194304)
+        default = graph._set_fresh_min(4194304)   # the default, read (and put back below)
+        graph._set_fresh_min(default)
+        return lambda on: graph._set_fresh_min(default if on else 4194304)
     if name == "autobatch":
         from dyn._config import state
 

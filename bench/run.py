@@ -293,6 +293,11 @@ def chart_title(rows, what, date):
     return "DyNet paper tasks, %s: %s" % (who, ", ".join(str(x) for x in (what, date) if x))
 
 
+def chart_file(args, out):
+    """Where the chart goes: --chart, else beside out as <out without .md>_paper.png."""
+    return os.path.abspath(args.chart or os.path.splitext(out)[0] + "_paper.png")
+
+
 def chart_ref(path, out):
     """The chart's path as the markdown file out links it: relative, with forward slashes."""
     return os.path.relpath(path, os.path.dirname(os.path.abspath(out))).replace(os.sep, "/")
@@ -407,7 +412,7 @@ def main(argv=None):
         print(" | ".join(rows[-1]["cells"]), flush=True)
 
     out = os.path.abspath(args.out)
-    chart_path = os.path.abspath(args.chart or os.path.splitext(out)[0] + "_paper.png")
+    chart_path = chart_file(args, out)
     what, today = run_length(args), datetime.date.today()
     drawn = chart(rows, chart_path, chart_title(rows, what, today))
     image = image_line(chart_ref(drawn, out), rows) if drawn else None
@@ -566,7 +571,7 @@ def replot(args):
     if not rows:
         print("error: no paper-tasks table between %s and %s in %s" % (BEGIN, END, out), file=sys.stderr)
         return 2
-    chart_path = os.path.abspath(args.chart or os.path.splitext(out)[0] + "_paper.png")
+    chart_path = chart_file(args, out)
     drawn = chart(rows, chart_path, chart_title(rows, *section_run(section)))
     if not drawn:
         return 1
