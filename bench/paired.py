@@ -12,6 +12,7 @@ cancels most of a shared machine's drift, which moves separate runs by 5-20%.
 The switches (each one's default is on):
   dot               A^T B as blocks of dot products on Intel processors (blas._set_dot)
   few               A B of a few columns in dyn's loop on Intel processors (blas._set_few)
+  mid               A B of 33-63 columns with a mid-sized A in dyn's loop on Intel processors (blas._set_mid)
   big               A B and A B^T with every side large in dyn's blocked loop (blas._set_big)
   gemv-t            A^T x up to 3 2^16 elements in dyn's register loops (else 2^16)
   adam-still        Adam's shortcut for stretches with zero gradient and moment (optim._set_adam_still)
@@ -49,6 +50,8 @@ def _switch(name):
         return blas._set_few
     if name == "big":
         return blas._set_big
+    if name == "mid":
+        return blas._set_mid
     if name == "gemv-t":
         return lambda on: blas._set_gemv_t_regs(0 if on else 1 << 16)
     if name == "adam-still":

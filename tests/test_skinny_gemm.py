@@ -613,7 +613,7 @@ def test_few_columns_rule(kernels_on):
     for (m, n, k), expect in [((640, 3, 256), "few"), ((640, 5, 256), "few"), ((640, 6, 256), "few"),
                               ((640, 8, 256), "few"), ((384, 24, 128), "few"), ((1024, 4, 256), "few"),
                               ((640, 2, 256), "blas"), ((640, 4, 256), "blas"), ((200, 22, 128), "blas"),
-                              ((384, 20, 128), "blas"), ((640, 33, 256), "blas"), ((10000, 22, 256), "nn"),
+                              ((384, 20, 128), "blas"), ((640, 33, 256), "nn"), ((10000, 22, 256), "nn"),
                               ((256, 64, 1024), "nn"), ((128, 6, 256), "blas")]:
         assert blas._skinny_path("NN", m, n, k) == expect, (m, n, k)
     _auto_takes("few", "NN", 640, 3, 256, pad=2, seed=171)
@@ -623,6 +623,30 @@ def test_few_columns_rule(kernels_on):
         assert blas._skinny_path("NN", 640, 8, 256) == "nn"
     finally:
         assert blas._set_few(old) is False
+
+
+def test_mid_columns_rule(kernels_on):
+    """On processors with AVX-512 other than AMD's, A B of 33-63 columns with an A of 2^16 to 2^18
+    entries (k under 2 m; a Tree-LSTM's 640 x 256 gates over a batched level) runs as dyn_sgemm_nn,
+    with OpenBLAS's values to rounding; from 64 columns the blocked loop, below 2^16 entries
+    OpenBLAS, as before; with the switch off or AMD's rules, OpenBLAS."""
+    for (m, n, k), expect in [((640, 33, 256), "nn"), ((640, 48, 256), "nn"), ((640, 63, 256), "nn"),
+                              ((512, 40, 128), "nn"), ((1024, 40, 128), "nn"), ((256, 40, 256), "nn"),
+                              ((640, 64, 256), "big"), ((640, 32, 256), "few"), ((384, 48, 128), "blas"),
+                              ((256, 48, 64), "blas"), ((640, 65, 256), "big"), ((1024, 48, 256), "nn")]:
+        assert blas._skinny_path("NN", m, n, k) == expect, (m, n, k)
+    A, B, C, ref = _auto_takes("nn", "NN", 640, 47, 256, pad=3, seed=205)
+    want = 0.5 * (A[:640].astype(np.float64) @ B[:256].astype(np.float64)) + C[:640]
+    np.testing.assert_allclose(ref[:640], want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_array_equal(ref[640:], C[640:])      # rows past m untouched
+    old = blas._set_mid(False)
+    try:
+        assert blas._skinny_path("NN", 640, 48, 256) == "blas"
+        assert blas._skinny_path("NN", 1024, 48, 256) == "nn"     # (2^18 entries: nn before too)
+    finally:
+        assert blas._set_mid(old) is False
+    blas._set_amd_rules(True)
+    assert blas._skinny_path("NN", 640, 48, 256) == "blas"
 
 
 @pytest.mark.parametrize("op", ["NN", "NT"])

@@ -194,6 +194,14 @@ cdef inline bint _nn_few_shape(int m, int n, int k, long mnk) noexcept nogil:
 
 cdef bint _big_on = True    # off only to measure the shapes _big_shape takes through the other paths
 
+# A B of 33-63 columns with an A of 2^16 to 2^18 entries (and k < 2 m) through dyn_sgemm_nn rather
+# than OpenBLAS, on processors with AVX-512 other than AMD's. On an Intel Xeon (Sapphire Rapids
+# class, one thread, three rounds of 40 alternating calls with 1 MB streamed between them),
+# OpenBLAS's time over dyn_sgemm_nn's was 1.43, 1.15 and 1.08 for a 640 x 256 A (a Tree-LSTM's
+# gates) at 33, 48 and 63 columns, 1.22 for 512 x 128 and 1.21 for 1,024 x 128 at 40; the Tree-LSTM
+# at 64 trees a graph trained 0.8-0.9% faster (bench/paired.py mid treelstm --batch 64).
+cdef bint _mid_on = True    # off only to measure those shapes through OpenBLAS (_set_mid)
+
 
 cdef inline bint _big_shape(char tb, int m, int n, int k) noexcept nogil:
     """Whether float32 A B or A B^T (C m x n, inner dimension k) runs as _biggemm.h's blocked loop,
@@ -259,7 +267,9 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
             return 1 if n <= 128 else 0
         if n <= 32:
             return 1 if m >= 256 else 0
-        return 1 if n <= 64 and size >= (1 << 18) else 0
+        # 33-63 columns with an A of 2^16 to 2^18 entries (a Tree-LSTM's 640 x 256 gates over a
+        # batched level) on an Intel Xeon: see _mid_on
+        return 1 if n <= 64 and (size >= (1 << 18) or (_mid_on and not _amd_on)) else 0
     if _dot_on and not _amd_on and _tn_dot_shape(m, n, k):
         return 12
     if n <= 16:
@@ -972,6 +982,15 @@ def _set_few(bint on):
     global _few_on
     cdef bint old = _few_on
     _few_on = on
+    return old
+
+
+def _set_mid(bint on):
+    """Measurements: A B of 33-63 columns with an A of 2^16 to 2^18 entries through dyn_sgemm_nn (on,
+    the default, on Intel processors with AVX-512) or OpenBLAS (off); returns the previous setting."""
+    global _mid_on
+    cdef bint old = _mid_on
+    _mid_on = on
     return old
 
 
