@@ -628,12 +628,14 @@ def test_few_columns_rule(kernels_on):
 def test_mid_columns_rule(kernels_on):
     """On processors with AVX-512 other than AMD's, A B of 33-63 columns with an A of 2^16 to 2^18
     entries (k under 2 m; a Tree-LSTM's 640 x 256 gates over a batched level) runs as dyn_sgemm_nn,
-    with OpenBLAS's values to rounding; from 64 columns the blocked loop, below 2^16 entries
-    OpenBLAS, as before; with the switch off or AMD's rules, OpenBLAS."""
+    with OpenBLAS's values to rounding; from 64 columns the paths from before (the blocked loop from
+    512 rows, else OpenBLAS), below 2^16 entries OpenBLAS; with the switch off or AMD's rules,
+    OpenBLAS."""
     for (m, n, k), expect in [((640, 33, 256), "nn"), ((640, 48, 256), "nn"), ((640, 63, 256), "nn"),
                               ((512, 40, 128), "nn"), ((1024, 40, 128), "nn"), ((256, 40, 256), "nn"),
                               ((640, 64, 256), "big"), ((640, 32, 256), "few"), ((384, 48, 128), "blas"),
-                              ((256, 48, 64), "blas"), ((640, 65, 256), "big"), ((1024, 48, 256), "nn")]:
+                              ((256, 48, 64), "blas"), ((640, 65, 256), "big"), ((1024, 48, 256), "nn"),
+                              ((256, 63, 256), "nn"), ((256, 64, 256), "blas")]:
         assert blas._skinny_path("NN", m, n, k) == expect, (m, n, k)
     A, B, C, ref = _auto_takes("nn", "NN", 640, 47, 256, pad=3, seed=205)
     want = 0.5 * (A[:640].astype(np.float64) @ B[:256].astype(np.float64)) + C[:640]

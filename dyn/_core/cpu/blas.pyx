@@ -269,7 +269,7 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
             return 1 if m >= 256 else 0
         # 33-63 columns with an A of 2^16 to 2^18 entries (a Tree-LSTM's 640 x 256 gates over a
         # batched level) on an Intel Xeon: see _mid_on
-        return 1 if n <= 64 and (size >= (1 << 18) or (_mid_on and not _amd_on)) else 0
+        return 1 if n <= 64 and (size >= (1 << 18) or (n < 64 and _mid_on and not _amd_on)) else 0
     if _dot_on and not _amd_on and _tn_dot_shape(m, n, k):
         return 12
     if n <= 16:
