@@ -14,6 +14,7 @@ The switches (each one's default is on):
   few               A B of a few columns in dyn's loop on Intel processors (blas._set_few)
   mid               A B of 33-63 columns with a mid-sized A in dyn's loop on Intel processors (blas._set_mid)
   big               A B and A B^T with every side large in dyn's blocked loop (blas._set_big)
+  big-tn            A^T B of 32 columns and more in the blocked loop on Intel processors (blas._set_big_tn)
   gemv-t            A^T x up to 3 2^16 elements in dyn's register loops (else 2^16)
   adam-still        Adam's shortcut for stretches with zero gradient and moment (optim._set_adam_still)
   deferred-catchup  lookups defer the exact catch-up of their rows to the next forward pass
@@ -21,6 +22,8 @@ The switches (each one's default is on):
   autobatch         automatic batching (as the tasks' --ab-compare)
   bias-sum          the softmax's backward sums its affine_transform's bias gradient (softmax._set_bias_sum)
   fresh-small       score gradients from 1 MB written fresh, not zeroed first (off: from 16 MB only)
+  null              nothing at all: the two runs are the same program, so the ratio shows how far
+                    the pairing itself strays from 1 on this machine (an A/A test)
 """
 
 import os
@@ -50,6 +53,8 @@ def _switch(name):
         return blas._set_few
     if name == "big":
         return blas._set_big
+    if name == "big-tn":
+        return blas._set_big_tn
     if name == "mid":
         return blas._set_mid
     if name == "gemv-t":
@@ -77,6 +82,8 @@ def _switch(name):
         default = graph._set_fresh_min(4194304)   # the default, read (and put back below)
         graph._set_fresh_min(default)
         return lambda on: graph._set_fresh_min(default if on else 4194304)
+    if name == "null":
+        return lambda on: None
     if name == "autobatch":
         from dyn._config import state
 

@@ -207,7 +207,7 @@ def test_paired_switch_and_product_trace_run_on_a_task(tmp_path):
     data = _tiny_sst(tmp_path / "data")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=ROOT)
     paired = os.path.join(ROOT, "bench", "paired.py")
-    for switch in ("dot", "deferred-catchup", "adam-still", "gemv-t"):
+    for switch in ("dot", "deferred-catchup", "adam-still", "gemv-t", "null"):
         r = subprocess.run([sys.executable, paired, switch, "treelstm", str(data), "--sparse", "--items", "6",
                             "--warm", "2"], capture_output=True, text=True, timeout=300, env=env)
         assert r.returncode == 0, r.stderr[-2000:]

@@ -358,7 +358,7 @@ def test_rules_measured_on_amd(kernels_on):
     blas._set_amd_rules(False)
     assert blas._skinny_path("NT", 1024, 256, 8) == "nt"
     assert blas._skinny_path("NT", 10000, 256, 22) == "big"   # (_biggemm.h: off on AMD)
-    assert blas._skinny_path("TN", 256, 32, 10000) == "blas"
+    assert blas._skinny_path("TN", 256, 32, 10000) == "big"    # (_biggemm.h's A^T B: off on AMD)
 
 
 @pytest.mark.parametrize("mode", [1, 2])
@@ -668,11 +668,28 @@ def test_blocked_products_with_every_side_large(op, alpha, beta):
         _matches_openblas("big", op, [(70, 130, 61), (33, 81, 24), (200, 41, 25)], alpha, beta, seed=190)
     finally:
         assert blas._set_big_blocks(*old) == (40, 24)
-    A, B, C = _case("TN", 64, 64, 64, 0, seed=2)
-    with pytest.raises(ValueError, match="path big is for NN and NT"):
-        blas._gemm("big", "TN", A, B, 1.0, 0.0, C)
     with pytest.raises(ValueError, match="must be positive"):
         blas._set_big_blocks(0, 24)
+
+
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (-0.5, 2.0)])
+def test_blocked_transposed_products(alpha, beta):
+    """A^T B through _biggemm.h ('big': a softmax's W^T G, a Tree-LSTM's U^T D): OpenBLAS's values
+    where A^T's rows fill 32-row panels, half of one (16) or parts of either half (1, 15, 17, 31,
+    33, 200 rows: the copy's 16 x 16 transposes load zeros past m), where k is past whole 16-step
+    transposes (17, 37) and split into blocks (385, 800: the later blocks added into C), for every
+    width of a 12-column panel of B (1, 11, 12, 13, 25: its transposes store whole 16-float steps,
+    the last one into the room past the block: a block of exactly 12 x 400 floats before A^T's
+    copy), with leading dimensions honoured, rows past m untouched and beta = 0 not reading C; and
+    with smaller blocks than the defaults, columns split into several blocks."""
+    shapes = [(m, k, n) for m in (1, 15, 16, 17, 32, 33, 200) for n in (1, 11, 12, 13, 25) for k in (16, 37)]
+    shapes += [(385, 385, 30), (64, 800, 12), (100, 30, 500), (31, 17, 1)]
+    _matches_openblas("big", "TN", shapes, alpha, beta, seed=230)
+    old = blas._set_big_blocks(40, 24)
+    try:
+        _matches_openblas("big", "TN", [(70, 130, 61), (33, 81, 24), (200, 41, 25)], alpha, beta, seed=240)
+    finally:
+        assert blas._set_big_blocks(*old) == (40, 24)
 
 
 def test_blocked_products_rule(kernels_on):
@@ -693,20 +710,45 @@ def test_blocked_products_rule(kernels_on):
                                   ("NT", (1024, 256, 8), "nt"), ("NT", (256, 128, 352), "big"),
                                   ("NT", (255, 128, 352), "blas"), ("NT", (1024, 63, 352), "blas"),
                                   ("NT", (256, 64, 245), "big"), ("NT", (256, 64, 244), "blas"),
-                                  ("TN", (256, 352, 10000), "blas")]:
+                                  # A^T B: 32 columns and more (64 past 512 rows), 64 rows and more,
+                                  # k of 256 and more, 10^6 multiply-adds and more, where neither
+                                  # the dot-product blocks nor dyn_sgemm_tn (16 columns and fewer)
+                                  # take it
+                                  ("TN", (256, 352, 10000), "big"), ("TN", (256, 1408, 10000), "big"),
+                                  ("TN", (256, 32, 10000), "big"), ("TN", (256, 31, 10000), "blas"),
+                                  ("TN", (256, 22, 10000), "tn"), ("TN", (128, 33, 640), "big"),
+                                  ("TN", (128, 330, 640), "big"), ("TN", (128, 32, 1024), "dot"),
+                                  ("TN", (512, 32, 512), "dot"), ("TN", (512, 48, 512), "big"),
+                                  ("TN", (513, 63, 512), "blas"), ("TN", (513, 64, 512), "big"),
+                                  ("TN", (63, 64, 256), "blas"), ("TN", (64, 64, 256), "big"),
+                                  ("TN", (256, 64, 255), "blas"), ("TN", (64, 61, 256), "blas"),
+                                  ("TN", (1000, 40, 300), "blas")]:
         assert blas._skinny_path(op, m, n, k) == expect, (op, m, n, k)
     _auto_takes("big", "NN", 1030, 70, 260, pad=2, seed=200)
     _auto_takes("big", "NT", 1030, 70, 260, pad=1, seed=201)
+    A, B, C, ref = _auto_takes("big", "TN", 130, 70, 300, pad=3, seed=202)
+    want = 0.5 * (A[:300, :130].T.astype(np.float64) @ B[:300].astype(np.float64)) + C[:130]
+    np.testing.assert_allclose(ref[:130], want, rtol=2e-5, atol=2e-5 * np.sqrt(300))
+    np.testing.assert_array_equal(ref[130:], C[130:])
+    old = blas._set_big_tn(False)
+    try:
+        assert blas._skinny_path("TN", 256, 352, 10000) == "blas"
+        assert blas._skinny_path("TN", 128, 33, 640) == "blas"
+        assert blas._skinny_path("NN", 10000, 352, 256) == "big"      # (A B and A B^T: their own switch)
+    finally:
+        assert blas._set_big_tn(old) is False
     old = blas._set_big(False)
     try:
         assert blas._skinny_path("NN", 10000, 352, 256) == "blas"
         assert blas._skinny_path("NN", 10000, 32, 256) == "nn"
         assert blas._skinny_path("NT", 10000, 256, 1408) == "nt-transposed"
+        assert blas._skinny_path("TN", 256, 352, 10000) == "blas"
     finally:
         assert blas._set_big(old) is False
     blas._set_amd_rules(True)
     assert blas._skinny_path("NN", 10000, 352, 256) == "blas"
     assert blas._skinny_path("NT", 10000, 256, 432) == "blas"
+    assert blas._skinny_path("TN", 256, 352, 10000) == "blas"
 
 
 def test_transposed_matrix_vector_rule_and_the_product_trace(kernels_on):

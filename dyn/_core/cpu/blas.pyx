@@ -88,6 +88,8 @@ cdef extern from "_biggemm.h" nogil:
     int dyn_bg_nc
     int dyn_sgemm_big(char tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                       float beta, float* C, int ldc, const float* bias)
+    int dyn_sgemm_big_tn(char tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B,
+                         int ldb, float beta, float* C, int ldc)
 
 cdef extern from "_lowrankadam.h" nogil:
     int dyn_lr_ahead
@@ -193,6 +195,7 @@ cdef inline bint _nn_few_shape(int m, int n, int k, long mnk) noexcept nogil:
 
 
 cdef bint _big_on = True    # off only to measure the shapes _big_shape takes through the other paths
+cdef bint _big_tn_on = True # off only to measure the A^T B shapes _big_tn_shape takes through OpenBLAS
 
 # A B of 33-63 columns with an A of 2^16 to 2^18 entries (and k < 2 m) through dyn_sgemm_nn rather
 # than OpenBLAS, on processors with AVX-512 other than AMD's. On an Intel Xeon (Sapphire Rapids
@@ -222,6 +225,23 @@ cdef inline bint _big_shape(char tb, int m, int n, int k) noexcept nogil:
     if tb == b'T':
         return m >= 256 and n >= 64 and k >= 16
     return m >= 512 and k >= 32 and (n >= 64 or (n >= 32 and <long>m * k >= (1 << 20)))
+
+
+cdef inline bint _big_tn_shape(int m, int n, int k) noexcept nogil:
+    """Whether float32 A^T B (C m x n, inner dimension k) that no loop of dyn's takes before it
+    (_tn_dot_shape's few columns, dyn_sgemm_tn's 16 and fewer) runs as _biggemm.h's blocked loop
+    instead of OpenBLAS, on processors with AVX-512 other than AMD's: 64 rows and more, k of 256
+    and more, 10^6 multiply-adds and more, 32 columns and more (64 past 512 rows: every panel of B
+    passes all of A^T's copied rows). On an Intel Xeon (Sapphire Rapids class, one thread, medians
+    of 7 alternating rounds of 3 calls, 16 MB streamed between them), OpenBLAS's time over the
+    loop's was 1.04-1.10 for a softmax's W^T G (W 10,000 x 256) at 352 and 1,408 columns, 1.31 at
+    32 and 48; 1.07-1.65 for a Tree-LSTM's U^T D (U 640 x 128) at 33-330 columns; 1.06-1.37 for
+    64-1,024 rows from k = 256-1,024 at 64-352 columns and 1.23-1.35 for 96 and 129 rows at 33 and
+    47; 0.96-0.99 for 100 x 64 from k = 256 (inside the rule), 0.90 for 1,000 x 40 from k = 300
+    (outside it)."""
+    if not _big_tn_on:
+        return False
+    return n >= (32 if m <= 512 else 64) and m >= 64 and k >= 256 and <long>m * n * k >= 1000000
 
 
 cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
@@ -274,6 +294,8 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
         return 12
     if n <= 16:
         return 2 if mnk > 1000000 and m >= 128 and size >= (1 << 16) else 0
+    if _big_on and not _amd_on and _big_tn_shape(m, n, k):
+        return 14
     # on the EPYC (Zen 4), A^T B with A 10,000 x 256 ran 1.21x OpenBLAS's speed at 32 columns and
     # 1.05x at 48 (bench/gemm_shapes.py --ops TN)
     return 2 if n <= (48 if _amd_on else 24) and size >= (1 << 20) else 0
@@ -614,8 +636,11 @@ cdef void _gemm_run(int dtype, char ta, char tb, int m, int n, int k, double alp
             return
         if which == 11 and dyn_sgemm_nt_tall(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc) == 0:
             return
-        if which == 14 and dyn_sgemm_big(tb, m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc,
-                                         NULL) == 0:
+        if which == 14 and ta == b'T':
+            if dyn_sgemm_big_tn(tb, m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc) == 0:
+                return
+        elif which == 14 and dyn_sgemm_big(tb, m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc,
+                                           NULL) == 0:
             return
         if which == 4 and _nt_transposed(m, n, k, fa, <float*>A, lda, <float*>B, ldb, fb, <float*>C, ldc):
             return
@@ -1013,6 +1038,15 @@ def _set_big(bint on):
     return old
 
 
+def _set_big_tn(bint on):
+    """Measurement hook: A^T B of _big_tn_shape's shapes through _biggemm.h's blocked loop (default)
+    or OpenBLAS; returns the previous setting."""
+    global _big_tn_on
+    cdef bint old = _big_tn_on
+    _big_tn_on = on
+    return old
+
+
 def _set_big_blocks(int kc, int nc):
     """Measurement hook: the largest stretch of the inner dimension (kc) and the most columns of
     op(B) (nc) that _biggemm.h's loop takes a block at a time; returns the previous pair."""
@@ -1118,7 +1152,7 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
     NN and TN), 'narrow' (_narrowgemm.h, NN and TN), 'panels' (_narrowgemm.h, NN),
     'long' or 'packed' (_narrowgemm.h, TN), 'narrow-nt' (_narrowgemm.h, NT), 'nt-tall'
     (_skinnygemm.h, NT), 'dot' (_dotgemm.h, TN with k >= 16), 'few' (_fewgemm.h, NN with m >= 16),
-    'big' (_biggemm.h, NN and NT) or 'auto' (gemm's
+    'big' (_biggemm.h, NN, TN and NT) or 'auto' (gemm's
     dispatch); repeated reps
     times, returns the seconds per call (timed in C). dims = (m, n, k)
     multiplies the leading blocks of the arrays, whose first dimensions are then
@@ -1155,8 +1189,6 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
         raise ValueError(f"_gemm: path {path} is for NT, not {op}")
     if kind == 12 and (op != "TN" or k < 16):
         raise ValueError(f"_gemm: path dot is for TN with k >= 16, not {op} with k = {k}")
-    if kind == 14 and op == "TN":
-        raise ValueError(f"_gemm: path big is for NN and NT, not {op}")
     if kind == 13 and (op != "NN" or m < 16):
         raise ValueError(f"_gemm: path few is for NN with m >= 16, not {op} with m = {m}")
     if 5 <= kind < 10 and op == "NT":
@@ -1195,6 +1227,10 @@ def _gemm(str path, str op, cnp.ndarray A, cnp.ndarray B, double alpha, double b
             dyn_sgemm_tn_dot(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
         elif kind == 13:
             dyn_sgemm_nn_few(m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc)
+        elif kind == 14 and cta == b'T':
+            if dyn_sgemm_big_tn(ctb, m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data,
+                                ldc) != 0:
+                raise MemoryError("_gemm: the blocked loop's buffer")
         elif kind == 14:
             if dyn_sgemm_big(ctb, m, n, k, fa, <float*>A.data, lda, <float*>B.data, ldb, fb, <float*>C.data, ldc,
                              NULL) != 0:
