@@ -353,16 +353,25 @@ def dyn_trainer(dy, model, sparse):
 class Phases:
     """A training step in its four phases: build the loss expression, its forward pass
     (scalar_value), backward, the trainer's update. With --phases each is timed, and train_loop
-    prints the microseconds per item of each (phase_build_us=... and so on). The clock is read
-    either way (five reads, well under a microsecond, against steps of tens of microseconds and
-    more)."""
+    prints the microseconds per item of each (phase_build_us=... and so on); with --ab-compare as
+    well, each phase twice, for the engine off and on (phase_build_us_ab_off=...), on the same
+    items. The clock is read either way (five reads, well under a microsecond, against steps of
+    tens of microseconds and more)."""
 
     NAMES = ("build", "forward", "backward", "update")
 
     def __init__(self, args):
         self.on = bool(getattr(args, "phases", False))
-        self.total = dict.fromkeys(self.NAMES, 0.0)
-        self.items = 0
+        self.split = self.on and bool(getattr(args, "ab_compare", False))
+        self.total = {}  # key (None, or the engine's flag under --ab-compare) -> phase -> seconds
+        self.items = {}
+
+    def _key(self):
+        if not self.split:
+            return None
+        from dyn._config import state
+
+        return bool(state["autobatch"])
 
     def step(self, build, trainer):
         """build() -> (loss expression, units); returns (loss value, units)."""
@@ -375,15 +384,22 @@ class Phases:
         t3 = time.perf_counter()
         trainer.update()
         t4 = time.perf_counter()
+        key = self._key()
+        total = self.total.setdefault(key, dict.fromkeys(self.NAMES, 0.0))
         for k, a, b in zip(self.NAMES, (t0, t1, t2, t3), (t1, t2, t3, t4)):
-            self.total[k] += b - a
-        self.items += 1
+            total[k] += b - a
+        self.items[key] = self.items.get(key, 0) + 1
         return value, n
 
     def summary(self):
-        if not self.on or not self.items:
+        if not self.on:
             return {}
-        return {"phase_%s_us" % k: 1e6 * v / self.items for k, v in self.total.items()}
+        out = {}
+        for key, total in self.total.items():
+            tail = "" if key is None else ("_ab_on" if key else "_ab_off")
+            for k, v in total.items():
+                out["phase_%s_us%s" % (k, tail)] = 1e6 * v / self.items[key]
+        return out
 
 
 class ABCompare:
