@@ -118,6 +118,17 @@ def test_ab_compare_times_both_engines_on_the_same_items(tmp_path):
     assert int(kv["items"]) == 6
 
 
+def test_phases_with_ab_compare_split_by_engine(tmp_path):
+    """--phases with --ab-compare: the four phases timed separately for the engine off and on
+    (each item is trained once each way), and no unsplit phase line beside them."""
+    data = _tiny_sst(tmp_path / "data")
+    kv = _run_task("treelstm.py", data, "--items", "4", "--batch", "2", "--ab-compare", "--phases")
+    for way in ("off", "on"):
+        for phase in ("build", "forward", "backward", "update"):
+            assert float(kv["phase_%s_us_ab_%s" % (phase, way)]) > 0
+    assert not any(k.startswith("phase_") and "_ab_" not in k for k in kv)
+
+
 def test_rnnlm_step_by_step_trains(tmp_path):
     """rnnlm --step: add_input and a softmax per time step (padded minibatches masked), the same
     model as the transduce version; it trains and reaches a finite dev perplexity."""
