@@ -362,16 +362,13 @@ class Phases:
 
     def __init__(self, args):
         self.on = bool(getattr(args, "phases", False))
-        self.split = self.on and bool(getattr(args, "ab_compare", False))
-        self.total = {}  # key (None, or the engine's flag under --ab-compare) -> phase -> seconds
+        self.state = None  # dyn's settings, read for the engine's flag under --ab-compare
+        if self.on and getattr(args, "ab_compare", False):
+            from dyn._config import state
+
+            self.state = state
+        self.total = {}  # key (None, or the engine's flag) -> phase -> seconds
         self.items = {}
-
-    def _key(self):
-        if not self.split:
-            return None
-        from dyn._config import state
-
-        return bool(state["autobatch"])
 
     def step(self, build, trainer):
         """build() -> (loss expression, units); returns (loss value, units)."""
@@ -384,7 +381,7 @@ class Phases:
         t3 = time.perf_counter()
         trainer.update()
         t4 = time.perf_counter()
-        key = self._key()
+        key = None if self.state is None else bool(self.state["autobatch"])
         total = self.total.setdefault(key, dict.fromkeys(self.NAMES, 0.0))
         for k, a, b in zip(self.NAMES, (t0, t1, t2, t3), (t1, t2, t3, t4)):
             total[k] += b - a
