@@ -85,7 +85,10 @@ def autobatch_stats(reset=False):
     earlier graph recording the same (see docs/autobatching.md, "Plans of
     repeated graphs"), ``plans_stored`` how many such plans are kept now, and
     ``plan_rests`` how many times the engine stopped recording plans for a while
-    because too few of those it had stored were replayed.
+    because too few of those it had stored were replayed; ``plain_runs`` counts
+    forward passes run in node order, without the agenda, because an earlier
+    graph of their shape ran no batch and drew no random number, and
+    ``plain_shapes`` how many such shapes are known.
     """
     return _autobatch.stats(reset)
 

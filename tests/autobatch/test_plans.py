@@ -273,10 +273,11 @@ def test_rests_double_while_plans_never_replay_and_end_when_they_do():
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(progs=st.lists(programs, min_size=1, max_size=4), n=st.integers(1, 8), seed=st.integers(0, 1000))
-def test_random_graphs_replayed_three_times(progs, n, seed):
+def test_random_graphs_replayed_three_times(progs, n, seed, device):
     """The engine test's random programs, one graph of n examples built three times with other
-    inputs and word indices: the third replays the plan the second stored, and all three equal
-    the agenda's values, gradients and batches bit for bit."""
+    inputs and word indices: the third replays the plan the second stored (or, where the graph
+    runs no batch, the second and third run in node order), and all three equal the agenda's
+    values, gradients and batches bit for bit."""
     rs = np.random.RandomState(seed)
     reps = [
         [(progs[k % len(progs)], list(rs.randint(10, size=3)), rs.uniform(-1, 1, (3, D))) for k in range(n)]
@@ -295,4 +296,121 @@ def test_random_graphs_replayed_three_times(progs, n, seed):
             out.append((value, [g.copy() for g in model.grads()], _autobatch.batches()))
         return out
 
-    assert _agenda_then_plans(run)["plan_replays"] == 1
+    stats = _agenda_then_plans(run)
+    if stats["batches"] or device != "CPU":   # the second stored its plan, the third replayed it
+        assert (stats["plan_replays"], stats["plain_runs"]) == (1, 0)
+    else:               # no batch, no random number (the programs draw none): the first made the
+        assert (stats["plan_replays"], stats["plain_runs"]) == (0, 2)   # shape plain
+
+
+def _terms(rs, weights, noise=0.0):
+    """sum(tanh(W_0 x_0)) + |logistic(W_1 x_1)|^2 with x_k from rs: only the products can batch
+    (when the two weights are one). With noise > 0 the first product goes through dropout."""
+    h0 = weights[0] * dy.inputTensor(rs.randn(3))
+    h1 = weights[1] * dy.inputTensor(rs.randn(3))
+    if noise:
+        h0 = dy.dropout(h0, noise)
+    return dy.sum_elems(dy.tanh(h0)) + dy.squared_norm(dy.logistic(h1))
+
+
+def _chain(seed, weights, noise=0.0):
+    """_terms' graph from seed: its value, the weights' gradients and the batches."""
+    dy.renew_cg(autobatching=True)
+    loss = _terms(np.random.RandomState(seed), weights, noise)
+    value = loss.value()
+    loss.backward()
+    return value, [W.grad_as_array().copy() for W in weights], sorted(len(b) for b in _autobatch.batches())
+
+
+def _weights(n):
+    m = dy.ParameterCollection()
+    rs = np.random.RandomState(5)
+    return m, [m.parameters_from_numpy(rs.uniform(-1, 1, (4, 3))) for _ in range(n)]
+
+
+def _zero(weights):
+    for W in weights:
+        W.write_grads(0)
+
+
+def test_graphs_that_run_no_batch_run_in_node_order(device):
+    """Two products with two weights, then unlike ops, batch nothing: on the CPU the first graph
+    makes its shape plain and the next four run in node order without the agenda (on a device,
+    whose random draws the engine cannot see, the second stores a plan and the rest replay it);
+    all five equal the engine off's values and gradients bit for bit."""
+    _, (W1, W2) = _weights(2)
+    off = []
+    for seed in range(5):
+        _zero([W1, W2])
+        dy.renew_cg(autobatching=False)
+        loss = _terms(np.random.RandomState(seed), [W1, W2])
+        value = loss.value()
+        loss.backward()
+        off.append((value, [W1.grad_as_array().copy(), W2.grad_as_array().copy()]))
+    autobatch_stats(reset=True)
+    for seed in range(5):
+        _zero([W1, W2])
+        value, grads, batches = _chain(seed, [W1, W2])
+        assert batches == []
+        assert value == off[seed][0]
+        for x, y in zip(off[seed][1], grads, strict=True):
+            np.testing.assert_array_equal(y, x)
+    stats = autobatch_stats()
+    if device == "CPU":
+        assert (stats["plain_runs"], stats["plan_replays"], stats["plain_shapes"]) == (4, 0, 1)
+    else:
+        assert (stats["plain_runs"], stats["plan_replays"], stats["plain_shapes"]) == (0, 3, 0)
+
+
+def test_a_plain_shape_is_the_graph_s_alone(device):
+    """W1 x and W2 y batch nothing and make their shape plain; W1 x and W1 y, the same ops on one
+    parameter node instead of two, batch their two products. The plain shape is the first
+    graph's alone: the second is not run in node order, its products still batch and its
+    values equal the agenda's."""
+    _, (W1, W2) = _weights(2)
+    _autobatch._set_plan_cache(False)
+    _zero([W1, W2])
+    expect = _chain(0, [W1, W1])
+    _autobatch._set_plan_cache(True)
+    for _ in range(3):
+        _zero([W1, W2])
+        assert _chain(0, [W1, W2])[2] == []
+    assert _autobatch._plain_shapes() == (1 if device == "CPU" else 0)
+    for _ in range(3):
+        _zero([W1, W2])
+        value, grads, batches = _chain(0, [W1, W1])
+        assert batches == expect[2] == [2]
+        assert value == expect[0]
+        np.testing.assert_array_equal(grads[0], expect[1][0])
+
+
+def test_graphs_that_draw_random_numbers_are_never_plain():
+    """Dropout draws its mask from the graph's generator in the order the nodes run: a graph that
+    batches nothing but draws is not made plain (the agenda's order, replayed, keeps the draws
+    where the engine put them), and its runs equal the agenda's bit for bit."""
+    _, (W1, W2) = _weights(2)
+
+    def run():
+        dy.reset_random_seed(3)
+        out = []
+        for seed in range(4):
+            _zero([W1, W2])
+            out.append(_chain(seed, [W1, W2], noise=0.5))
+        return out
+
+    stats = _agenda_then_plans(run)
+    assert stats["plain_runs"] == 0
+    assert stats["plain_shapes"] == 0
+    assert stats["plan_replays"] == 2
+
+
+def test_no_shape_is_plain_when_every_graph_shares_one_hash():
+    """With one hash for every graph the hash cannot tell a plain graph from a batching one:
+    no shape is made plain, the stored plans (compared whole) decide."""
+    _autobatch._set_plan_hash(False)
+    _, (W1, W2) = _weights(2)
+    for weights in ([W1, W2], [W1, W2], [W1, W1], [W1, W1], [W1, W2]):
+        _zero([W1, W2])
+        batches = _chain(0, weights)[2]
+        assert batches == ([2] if weights[1] is W1 else [])
+    assert _autobatch._plain_shapes() == 0

@@ -421,6 +421,13 @@ cdef int _clear_sigs() except -1:
 # that hash whose record equals the plan's replays it. Graphs computed in several forward calls
 # (nodes already computed below the first) are not recorded.
 #
+# A whole graph on the CPU that ran no batch and drew no random number (the generator's state
+# unchanged) makes its hash plain (_PLAN_PLAIN): from then on a graph of that hash runs in node
+# order, as the plain executor does, with neither record nor agenda. Node order is right for any
+# graph, so this needs no record: a graph the hash mistakes for a plain one (one that differs
+# from it only in what the hash does not read, such as pick_range's range) loses only its
+# batches, never a value.
+#
 # Past PLAN_MAX plans (or PLAN_BYTES of them) all are dropped. Where graphs repeat, but each only
 # after more than PLAN_MAX others (a Tree-LSTM or a tagger with character features over a corpus
 # of a few hundred to a few thousand sentences, from the second epoch on), every graph is stored
@@ -450,6 +457,8 @@ cdef long PLAN_BYTES = 64 << 20
 cdef bint plan_hash_real = True             # test hook: False gives every graph one shape hash
 cdef dict _PLAN_IX = {}                     # shape hash -> index in PLANS
 cdef set _PLAN_SEEN = set()                 # shape hashes seen once (no plan stored yet)
+cdef set _PLAN_PLAIN = set()                # shape hashes whose graph ran no batch: run in node order
+cdef long st_plain_runs = 0                 # forwards run in node order by _PLAN_PLAIN (statistics)
 cdef int PLAN_MIN_HIT = 3                   # below one replay per 3 plans stored: rest
 cdef long gen_stored = 0, gen_hits = 0      # plans stored and replayed since plans were last dropped
 cdef long plan_rest = 0                     # whole graphs left to run without hash or record
@@ -472,6 +481,11 @@ def _plan_rest():
 def _plans():
     """Plans stored (tests)."""
     return nplans
+
+
+def _plain_shapes():
+    """Shape hashes known to run no batch (tests)."""
+    return len(_PLAN_PLAIN)
 
 
 def _set_plan_limits(int max_plans=256, long max_bytes=64 << 20):
@@ -501,6 +515,7 @@ cdef void _plans_clear() noexcept:
     gen_stored = gen_hits = 0
     _PLAN_IX.clear()
     _PLAN_SEEN.clear()
+    _PLAN_PLAIN.clear()
 
 
 cdef void _plans_reset() noexcept:
@@ -744,7 +759,7 @@ cdef int _order(int* mem, int m, int c0) except -1:
 
 
 cdef int _ab_forward(int nid) except -1:
-    global st_batches, st_batched, st_singles, st_plan_hits, nact, gen_hits, plan_rest
+    global st_batches, st_batched, st_singles, st_plan_hits, nact, gen_hits, plan_rest, st_plain_runs
     cdef Graph* g = cg()
     cdef int ka = -1
     cdef int c0 = g.computed, N = nid - g.computed + 1
@@ -753,8 +768,9 @@ cdef int _ab_forward(int nid) except -1:
     cdef double t0 = _now(), tk = 0, t1, bestd, avg
     cdef unsigned long long c0t = _ticks(), c1   # kernel time in ticks (tk), seconds at the end
     cdef Node* n
-    cdef unsigned long h = 0
-    cdef long nlog0 = nlog
+    cdef unsigned long h = 0, hp = 0
+    cdef long nlog0 = nlog, nb0 = st_batches
+    cdef unsigned long long r0 = g.rng[0], r1 = g.rng[1]
     cdef int pl
     if N <= 0:
         return 0
@@ -762,6 +778,13 @@ cdef int _ab_forward(int nid) except -1:
         plan_rest -= 1
     elif plan_on and c0 == 0:
         h = _shape_hash(g, N)
+        if plan_hash_real and g.device == DEV_CPU:    # (a device's random draws are not g.rng's)
+            if h in _PLAN_PLAIN:
+                tk = _run_plain(g, N)
+                st_plain_runs += 1
+                _forward_done(g, nid, N, t0, tk, c0t)
+                return 0
+            hp = h
         if h in _PLAN_IX or h in _PLAN_SEEN:   # a shape seen before: its record (before any kernel
             _record(g, N)                      # runs: they may set fields it reads)
             pl = _plan_find(h)
@@ -865,10 +888,34 @@ cdef int _ab_forward(int nid) except -1:
         done += m
         for j in range(m):
             _release(MEMB[j] - c0, &q1)
-    if h:
+    if hp and st_batches == nb0 and g.rng[0] == r0 and g.rng[1] == r1 and hp not in _PLAN_IX:
+        _plain_store(hp)
+    elif h:
         _plan_store(h, nlog0)
     _forward_done(g, nid, N, t0, tk, c0t)
     return 0
+
+
+cdef void _plain_store(unsigned long h) noexcept:
+    """The graph of shape hash h ran no batch and drew no random number: graphs of that hash run
+    in node order from now on, with neither record nor agenda."""
+    if len(_PLAN_PLAIN) >= 8 * PLAN_MAX:
+        _PLAN_PLAIN.clear()
+    _PLAN_PLAIN.add(h)
+    _PLAN_SEEN.discard(h)
+
+
+cdef double _run_plain(Graph* g, int N) except -1:
+    """Run nodes [0, N) one by one in node order, as the plain executor does; returns the kernels'
+    time in ticks."""
+    global st_singles
+    cdef int i
+    cdef unsigned long long c1 = _ticks()
+    for i in range(N):
+        exec_node(i)
+        _log(i)
+    st_singles += N
+    return _ticks() - c1
 
 
 cdef inline void _forward_done(Graph* g, int nid, int N, double t0, double tk, unsigned long long c0t) noexcept:
@@ -1488,18 +1535,20 @@ def stats(bint reset=False):
     engine does not read the tick counter around its kernels)."""
     global st_nodes, st_batches, st_batched, st_singles, st_calls, st_sched, st_fwd, st_bwd, st_bwd_sched
     global st_inplace, st_permember, st_gathered, st_gbytes, _timing, st_plan_hits, st_plan_rests
+    global st_plain_runs
     _timing = True
     out = {"forward_calls": st_calls, "nodes": st_nodes, "batches": st_batches, "batched_nodes": st_batched,
            "singles": st_singles, "args_in_place": st_inplace, "args_per_member": st_permember,
            "args_gathered": st_gathered, "gathered_bytes": st_gbytes,
            "schedule_s": st_sched + st_bwd_sched, "forward_schedule_s": st_sched,
            "backward_schedule_s": st_bwd_sched, "forward_s": st_fwd, "backward_s": st_bwd,
-           "plan_replays": st_plan_hits, "plans_stored": nplans, "plan_rests": st_plan_rests}
+           "plan_replays": st_plan_hits, "plans_stored": nplans, "plan_rests": st_plan_rests,
+           "plain_runs": st_plain_runs, "plain_shapes": len(_PLAN_PLAIN)}
     if reset:
         st_nodes = st_batches = st_batched = st_singles = st_calls = 0
         st_inplace = st_permember = st_gathered = st_gbytes = 0
         st_sched = st_fwd = st_bwd = st_bwd_sched = 0
-        st_plan_hits = st_plan_rests = 0
+        st_plan_hits = st_plan_rests = st_plain_runs = 0
     return out
 
 
