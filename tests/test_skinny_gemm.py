@@ -339,26 +339,38 @@ def test_rules_measured_on_amd(kernels_on):
     """With the rules measured on AMD switched on (their default on AMD processors with AVX-512),
     gemm sends A B^T into a C of 1,024 rows and more and 2^17 entries and more, along a k of 8-128
     (of 1-128 with 256 columns and more), to the tall loop, and A^T B of an A of 2^20 elements and
-    more up to 48 columns (24 elsewhere) to dyn's kernel, bit for bit their values; the rest
-    keeps its path."""
+    more up to 48 columns (24 elsewhere) to dyn's kernel, bit for bit their values; _biggemm.h's
+    loop takes only what OpenBLAS would (A B^T along a k of 256 and more, A B with C of up to 2^22
+    entries, A^T B past those 48 columns); the rest keeps its path."""
     blas._set_amd_rules(True)
     for (m, n, k), expect in [((10000, 256, 22), "nt-tall"), ((1024, 256, 4), "nt-tall"),
                               ((1024, 128, 8), "nt-tall"), ((4096, 64, 128), "nt-tall"),
                               ((1024, 128, 4), "blas"), ((1024, 64, 8), "blas"),
                               ((1023, 256, 22), "blas"), ((10000, 256, 129), "blas"),
-                              ((640, 256, 4), "blas"), ((10000, 256, 1030), "nt-transposed")]:
+                              ((640, 256, 4), "blas"), ((10000, 256, 1030), "big"),
+                              ((10000, 256, 256), "big"), ((10000, 256, 255), "blas"),
+                              ((1024, 128, 352), "big")]:
         assert blas._skinny_path("NT", m, n, k) == expect, (m, n, k)
     _auto_takes("nt-tall", "NT", 1100, 256, 22, pad=3, seed=12)
     # and A^T B of a large A up to 48 columns through dyn's kernel
     assert blas._skinny_path("TN", 256, 48, 10000) == "tn"
-    assert blas._skinny_path("TN", 256, 49, 10000) == "blas"
+    assert blas._skinny_path("TN", 256, 49, 10000) == "big"
+    assert blas._skinny_path("TN", 128, 33, 640) == "big"
     _auto_takes("tn", "TN", 256, 40, 4200, pad=1, seed=13)
     # A^T B's blocks of dot products were measured on an Intel Xeon only
     assert blas._skinny_path("TN", 128, 22, 200) == "blas"
+    # A B: dyn_sgemm_nn keeps its shapes, _biggemm.h takes OpenBLAS's up to 2^22 entries of C
+    for (m, n, k), expect in [((10000, 48, 256), "nn"), ((10000, 64, 256), "nn"), ((10000, 96, 256), "big"),
+                              ((10000, 352, 256), "big"), ((8192, 512, 256), "big"),
+                              ((10000, 704, 256), "blas"), ((4096, 1408, 256), "blas"),
+                              ((1024, 1408, 128), "big"), ((511, 128, 256), "blas")]:
+        assert blas._skinny_path("NN", m, n, k) == expect, (m, n, k)
+    _auto_takes("big", "NN", 1030, 96, 260, pad=2, seed=14)
+    _auto_takes("big", "NT", 1030, 70, 300, pad=1, seed=15)
     blas._set_amd_rules(False)
     assert blas._skinny_path("NT", 1024, 256, 8) == "nt"
-    assert blas._skinny_path("NT", 10000, 256, 22) == "big"   # (_biggemm.h: off on AMD)
-    assert blas._skinny_path("TN", 256, 32, 10000) == "big"    # (_biggemm.h's A^T B: off on AMD)
+    assert blas._skinny_path("NT", 10000, 256, 22) == "big"   # (_biggemm.h: the tall loop's on AMD)
+    assert blas._skinny_path("TN", 256, 32, 10000) == "big"    # (dyn_sgemm_tn's on AMD)
 
 
 @pytest.mark.parametrize("mode", [1, 2])
@@ -693,11 +705,11 @@ def test_blocked_transposed_products(alpha, beta):
 
 
 def test_blocked_products_rule(kernels_on):
-    """gemm takes _biggemm.h's loop, on processors with AVX-512 other than AMD's, for products of
+    """gemm takes _biggemm.h's loop, on processors with AVX-512 (on AMD's see the next test), for products of
     more than 4 10^6 multiply-adds: A B with 512 rows and more, k of 32 and more and 64 columns and
     more (32 and more for an A of 2^20 entries and more); A B^T with 256 rows and more, 64 columns
-    and more and k of 16 and more. Elsewhere, and with the switch off or the AMD rules on, the
-    paths from before."""
+    and more and k of 16 and more. Elsewhere, and with the switch off, the paths from before; with
+    the AMD rules on, only the products OpenBLAS would take."""
     for op, (m, n, k), expect in [("NN", (10000, 352, 256), "big"), ("NN", (10000, 1408, 256), "big"),
                                   ("NN", (10000, 32, 256), "big"), ("NN", (10000, 24, 256), "nn"),
                                   ("NN", (1024, 32, 256), "few"), ("NN", (1024, 48, 256), "nn"),
@@ -746,9 +758,13 @@ def test_blocked_products_rule(kernels_on):
     finally:
         assert blas._set_big(old) is False
     blas._set_amd_rules(True)
-    assert blas._skinny_path("NN", 10000, 352, 256) == "blas"
-    assert blas._skinny_path("NT", 10000, 256, 432) == "blas"
-    assert blas._skinny_path("TN", 256, 352, 10000) == "blas"
+    assert blas._skinny_path("NN", 10000, 352, 256) == "big"
+    assert blas._skinny_path("NN", 10000, 1408, 256) == "blas"
+    assert blas._skinny_path("NN", 10000, 32, 256) == "nn"
+    assert blas._skinny_path("NT", 10000, 256, 432) == "big"
+    assert blas._skinny_path("NT", 10000, 256, 16) == "nt-tall"
+    assert blas._skinny_path("TN", 256, 352, 10000) == "big"
+    assert blas._skinny_path("TN", 256, 32, 10000) == "tn"
 
 
 def test_transposed_matrix_vector_rule_and_the_product_trace(kernels_on):

@@ -197,6 +197,12 @@ cdef inline bint _nn_few_shape(int m, int n, int k, long mnk) noexcept nogil:
 cdef bint _big_on = True    # off only to measure the shapes _big_shape takes through the other paths
 cdef bint _big_tn_on = True # off only to measure the A^T B shapes _big_tn_shape takes through OpenBLAS
 
+cdef enum:
+    # on AMD's processors (Zen 4), A B through _biggemm.h only where OpenBLAS would take it and C has
+    # at most this many entries: a 10,000 x 256 W times 704 and 1,408 columns, and a 4,096 x 256 one
+    # times 1,408, ran 0.98-0.99x OpenBLAS's speed
+    AMD_BIG_NN_MN = 1 << 22
+
 # A B of 33-63 columns with an A of 2^16 to 2^18 entries (and k < 2 m) through dyn_sgemm_nn rather
 # than OpenBLAS, on processors with AVX-512 other than AMD's. On an Intel Xeon (Sapphire Rapids
 # class, one thread, three rounds of 40 alternating calls with 1 MB streamed between them),
@@ -208,7 +214,7 @@ cdef bint _mid_on = True    # off only to measure those shapes through OpenBLAS 
 
 cdef inline bint _big_shape(char tb, int m, int n, int k) noexcept nogil:
     """Whether float32 A B or A B^T (C m x n, inner dimension k) runs as _biggemm.h's blocked loop,
-    on processors with AVX-512 other than AMD's: more than 4 10^6 multiply-adds (OpenBLAS's
+    on processors with AVX-512: more than 4 10^6 multiply-adds (OpenBLAS's
     small-matrix kernel keeps the smallest), A B with 512 rows and more, k of 32 and more and 64
     columns and more, or 32 and more where A has 2^20 entries or more (a softmax's W: A then
     streams from memory, and dyn_sgemm_nn reads it once per group of columns); A B^T with 256 rows
@@ -219,7 +225,13 @@ cdef inline bint _big_shape(char tb, int m, int n, int k) noexcept nogil:
     for 512-4,096 rows at 128-1,408 columns; A B^T into a 10,000 x 256 C 1.06-1.31 at k of
     16-1,408 (1.13 at 432: a softmax's weight gradient over 16 sentences), 1.05-1.24 for C of
     256-4,096 rows. It lost at 24 columns (1.00) and to _fewgemm.h and dyn_sgemm_nn for a 1,024 x
-    256 A at 32-48 columns (0.76-0.94: A then stays in the second-level cache)."""
+    256 A at 32-48 columns (0.76-0.94: A then stays in the second-level cache).
+    On an AMD EPYC (Zen 4, same method) the loop lost to dyn_sgemm_nn and dyn_sgemm_nt_tall where
+    those take the product (0.71-0.94 and 0.87-0.99), so there it has only what OpenBLAS would take:
+    A B, with C of up to AMD_BIG_NN_MN entries, 1.02-1.19 for 10,000 x 256 at 96-352 columns,
+    1,024 x 128-256 and 4,096 x 256 at 64-1,408; A B^T with k of 256 and more, 1.01-1.22 into a
+    10,000 x 256 C (1.22 at 1,408: a softmax's weight gradient over 64 sentences), 1.03-1.17 for C of
+    1,024-10,000 rows."""
     if <long>m * n * k <= 4000000:
         return False
     if tb == b'T':
@@ -230,7 +242,7 @@ cdef inline bint _big_shape(char tb, int m, int n, int k) noexcept nogil:
 cdef inline bint _big_tn_shape(int m, int n, int k) noexcept nogil:
     """Whether float32 A^T B (C m x n, inner dimension k) that no loop of dyn's takes before it
     (_tn_dot_shape's few columns, dyn_sgemm_tn's 16 and fewer) runs as _biggemm.h's blocked loop
-    instead of OpenBLAS, on processors with AVX-512 other than AMD's: 64 rows and more, k of 256
+    instead of OpenBLAS, on processors with AVX-512: 64 rows and more, k of 256
     and more, 10^6 multiply-adds and more, 32 columns and more (64 past 512 rows: every panel of B
     passes all of A^T's copied rows). On an Intel Xeon (Sapphire Rapids class, one thread, medians
     of 7 alternating rounds of 3 calls, 16 MB streamed between them), OpenBLAS's time over the
@@ -238,7 +250,10 @@ cdef inline bint _big_tn_shape(int m, int n, int k) noexcept nogil:
     32 and 48; 1.07-1.65 for a Tree-LSTM's U^T D (U 640 x 128) at 33-330 columns; 1.06-1.37 for
     64-1,024 rows from k = 256-1,024 at 64-352 columns and 1.23-1.35 for 96 and 129 rows at 33 and
     47; 0.96-0.99 for 100 x 64 from k = 256 (inside the rule), 0.90 for 1,000 x 40 from k = 300
-    (outside it)."""
+    (outside it). On an AMD EPYC (Zen 4, medians of five alternating rounds), 1.01-1.08 for the
+    softmax's W^T G at 64-1,408 columns, 1.07-1.25 for an LSTM's 1,024 x 256 at 64-1,408, 1.06-1.52
+    for the Tree-LSTM's 640 x 128 at 33-330, 1.00-1.52 for 64-1,024 rows from k = 256-1,024; there
+    dyn_sgemm_tn keeps a 10,000 x 256 A at up to 48 columns (_skinny)."""
     if not _big_tn_on:
         return False
     return n >= (32 if m <= 512 else 64) and m >= 64 and k >= 256 and <long>m * n * k >= 1000000
@@ -267,12 +282,14 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
         # for 1,024 x 64 at 2-8, and below 1 for most C of 256 or 512 rows at k below 16
         if _amd_on and _nt_tall_shape(m, n, k):
             return 11
-        if _big_on and not _amd_on and _big_shape(tb, m, n, k):
+        if _big_on and _big_shape(tb, m, n, k) and (k >= 256 or not _amd_on):
             return 14
         if 4 <= k <= 16 and (1 << 18) <= <long>m * n <= (1 << 20):
             return 3
-        # a 10k softmax's weight gradient over a minibatch of 1,000 tokens and more: OpenBLAS is
-        # 6-20% faster on the transposed product (C^T = B A^T, then added transposed)
+        # a 10k softmax's weight gradient over a minibatch of 1,000 tokens and more, where _biggemm.h
+        # is off: OpenBLAS is 6-20% faster on the transposed product (C^T = B A^T, then added
+        # transposed) on an Intel Xeon; on an AMD EPYC (Zen 4) the transposed product ran 0.90-0.97x
+        # OpenBLAS's direct speed at k of 1,030-5,632
         return 4 if m >= 8192 and m >= 4 * n and n >= 64 and k >= 1024 else 0
     if n < 2:
         return 0
@@ -289,16 +306,18 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
             return 1 if m >= 256 else 0
         # 33-63 columns with an A of 2^16 to 2^18 entries (a Tree-LSTM's 640 x 256 gates over a
         # batched level) on an Intel Xeon: see _mid_on
-        return 1 if n <= 64 and (size >= (1 << 18) or (n < 64 and _mid_on and not _amd_on)) else 0
+        if n <= 64 and (size >= (1 << 18) or (n < 64 and _mid_on and not _amd_on)):
+            return 1
+        return 14 if _amd_on and _big_on and _big_shape(tb, m, n, k) and <long>m * n <= AMD_BIG_NN_MN else 0
     if _dot_on and not _amd_on and _tn_dot_shape(m, n, k):
         return 12
     if n <= 16:
         return 2 if mnk > 1000000 and m >= 128 and size >= (1 << 16) else 0
-    if _big_on and not _amd_on and _big_tn_shape(m, n, k):
-        return 14
     # on the EPYC (Zen 4), A^T B with A 10,000 x 256 ran 1.21x OpenBLAS's speed at 32 columns and
-    # 1.05x at 48 (bench/gemm_shapes.py --ops TN)
-    return 2 if n <= (48 if _amd_on else 24) and size >= (1 << 20) else 0
+    # 1.05x at 48 (bench/gemm_shapes.py --ops TN), and about as fast as _biggemm.h at 40-48
+    if n <= (48 if _amd_on else 24) and size >= (1 << 20):
+        return 2
+    return 14 if _big_on and _big_tn_shape(m, n, k) else 0
 
 
 cdef enum:
@@ -1029,9 +1048,10 @@ def _set_dot(bint on):
 
 
 def _set_big(bint on):
-    """Measurements: float32 A B and A B^T through _biggemm.h where _big_shape takes them (on, the
-    default; with dyn's register kernels, on processors other than AMD's) or through the paths
-    they would take without it (off); returns the previous setting."""
+    """Measurements: float32 A B, A B^T and A^T B through _biggemm.h where _big_shape and
+    _big_tn_shape take them (on, the default; with dyn's register kernels; on AMD's processors only
+    where OpenBLAS would take them) or through the paths they would take without it (off); returns
+    the previous setting."""
     global _big_on
     cdef bint old = _big_on
     _big_on = on
