@@ -705,11 +705,12 @@ def test_blocked_transposed_products(alpha, beta):
 
 
 def test_blocked_products_rule(kernels_on):
-    """gemm takes _biggemm.h's loop, on processors with AVX-512 (on AMD's see the next test), for products of
-    more than 4 10^6 multiply-adds: A B with 512 rows and more, k of 32 and more and 64 columns and
-    more (32 and more for an A of 2^20 entries and more); A B^T with 256 rows and more, 64 columns
-    and more and k of 16 and more. Elsewhere, and with the switch off, the paths from before; with
-    the AMD rules on, only the products OpenBLAS would take."""
+    """gemm takes _biggemm.h's loop, on processors with AVX-512 (on AMD's, see
+    test_rules_measured_on_amd), for products of more than 4 10^6 multiply-adds: A B with 512 rows
+    and more, k of 32 and more and 64 columns and more (32 and more for an A of 2^20 entries and
+    more); A B^T with 256 rows and more, 64 columns and more and k of 16 and more. Elsewhere, and
+    with the switch off, the paths from before; with the AMD rules on, only the products OpenBLAS
+    would take."""
     for op, (m, n, k), expect in [("NN", (10000, 352, 256), "big"), ("NN", (10000, 1408, 256), "big"),
                                   ("NN", (10000, 32, 256), "big"), ("NN", (10000, 24, 256), "nn"),
                                   ("NN", (1024, 32, 256), "few"), ("NN", (1024, 48, 256), "nn"),

@@ -198,7 +198,8 @@ cdef bint _big_on = True    # off only to measure the shapes _big_shape takes th
 cdef bint _big_tn_on = True # off only to measure the A^T B shapes _big_tn_shape takes through OpenBLAS
 
 cdef enum:
-    # on AMD's processors (Zen 4), A B through _biggemm.h only where OpenBLAS would take it and C has
+    # on AMD's processors (Zen 4), A B through _biggemm.h only where OpenBLAS would take it at the end
+    # of _skinny's A B rules (a short, wide A, k >= 2 m, unmeasured, stays with OpenBLAS) and C has
     # at most this many entries: a 10,000 x 256 W times 704 and 1,408 columns, and a 4,096 x 256 one
     # times 1,408, ran 0.98-0.99x OpenBLAS's speed
     AMD_BIG_NN_MN = 1 << 22
@@ -228,10 +229,10 @@ cdef inline bint _big_shape(char tb, int m, int n, int k) noexcept nogil:
     256 A at 32-48 columns (0.76-0.94: A then stays in the second-level cache).
     On an AMD EPYC (Zen 4, same method) the loop lost to dyn_sgemm_nn and dyn_sgemm_nt_tall where
     those take the product (0.71-0.94 and 0.87-0.99), so there it has only what OpenBLAS would take:
-    A B, with C of up to AMD_BIG_NN_MN entries, 1.02-1.19 for 10,000 x 256 at 96-352 columns,
-    1,024 x 128-256 and 4,096 x 256 at 64-1,408; A B^T with k of 256 and more, 1.01-1.22 into a
-    10,000 x 256 C (1.22 at 1,408: a softmax's weight gradient over 64 sentences), 1.03-1.17 for C of
-    1,024-10,000 rows."""
+    A B, with C of up to AMD_BIG_NN_MN entries, 1.05-1.19 for a 10,000 x 256 A at 96-352 columns,
+    1.02-1.08 for 1,024 x 128 and 1,024 x 256 at 64-1,408, 1.03-1.06 for 4,096 x 256 at 128-352;
+    A B^T with k of 256 and more, 1.01-1.22 into a 10,000 x 256 C (1.22 at 1,408: a softmax's weight
+    gradient over 64 sentences), 1.01-1.17 for C of 1,024-10,000 rows."""
     if <long>m * n * k <= 4000000:
         return False
     if tb == b'T':
@@ -314,7 +315,8 @@ cdef inline int _skinny(char ta, char tb, int m, int n, int k) noexcept nogil:
     if n <= 16:
         return 2 if mnk > 1000000 and m >= 128 and size >= (1 << 16) else 0
     # on the EPYC (Zen 4), A^T B with A 10,000 x 256 ran 1.21x OpenBLAS's speed at 32 columns and
-    # 1.05x at 48 (bench/gemm_shapes.py --ops TN), and about as fast as _biggemm.h at 40-48
+    # 1.05x at 48 (bench/gemm_shapes.py --ops TN); against _biggemm.h (medians of five, one run)
+    # 73.9 against 68.4 GF/s at 32 columns, 82.8 against 66.9 at 40, 79.5 against 88.1 at 48
     if n <= (48 if _amd_on else 24) and size >= (1 << 20):
         return 2
     return 14 if _big_on and _big_tn_shape(m, n, k) else 0
@@ -951,8 +953,9 @@ def _set_skinny(bint on):
 def _set_amd_rules(bint on):
     """The rules of _skinny measured on an AMD EPYC with AVX-512 (A B^T into a C of 1,024 rows and
     more through dyn_sgemm_nt_tall, A^T B of a large A up to 48 columns through dyn_sgemm_tn, A's
-    panels fetched two ahead in dyn_sgemm_nn at 8 columns and more) on (the default on AMD
-    processors with AVX-512) or off; returns the previous setting."""
+    panels fetched two ahead in dyn_sgemm_nn at 8 columns and more, _biggemm.h only where OpenBLAS
+    would take the product) on (the default on AMD processors with AVX-512) or off; returns the
+    previous setting."""
     global _amd_on, dyn_sk_nn_far
     cdef bint old = _amd_on
     _amd_on = on
